@@ -1,0 +1,1 @@
+"""Prefect flows chaining ringflow's steps. Imports stay light: heavy work happens inside tasks."""

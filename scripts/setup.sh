@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv with the pinned stack and a Horovod wheel built for this TensorFlow.
+# Run again with everything present, it only checks and takes seconds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+HOROVOD_VERSION="0.28.1"
+TF_VERSION="$(sed -n 's/^tensorflow==//p' requirements.txt)"
+CACHE_DIR="${RINGFLOW_CACHE:-$HOME/.cache/ringflow}"
+WHEEL_DIR="$CACHE_DIR/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION"
+STAMP="$VENV/.ringflow-setup"
+FINGERPRINT="$(cat requirements.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+ensure_debian_packages() {
+  local missing=()
+  command -v g++ >/dev/null || missing+=(g++)
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v make >/dev/null || missing+=(make)
+  command -v git >/dev/null || missing+=(git)
+  "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
+    || missing+=(python3-dev)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  fi
+}
+
+ensure_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
+  fi
+}
+
+install_pins() {
+  if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$FINGERPRINT" ]; then
+    log "pinned dependencies already installed"
+    return
+  fi
+  log "installing pinned dependencies (constraints.txt)"
+  "$VENV/bin/pip" install -q -r requirements.txt -c constraints.txt
+}
+
+build_horovod_wheel() {
+  if ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
+    log "cached Horovod wheel: $(ls "$WHEEL_DIR"/horovod-*.whl)"
+    return
+  fi
+  log "building Horovod $HOROVOD_VERSION for TensorFlow $TF_VERSION (a few minutes, once)"
+  local work; work="$(mktemp -d)"
+  "$VENV/bin/pip" download -q --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+  tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
+  local src="$work/horovod-$HOROVOD_VERSION"
+  # XLA headers moved in recent TensorFlow: this one file no longer compiles and is optional.
+  sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+  local mpi_flag=HOROVOD_WITHOUT_MPI=1
+  command -v mpicxx >/dev/null && mpi_flag=HOROVOD_WITH_MPI=1
+  env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+      "$mpi_flag" MAKEFLAGS="-j$(nproc)" \
+      "$VENV/bin/pip" wheel -q --no-build-isolation --no-deps -w "$work/dist" "$src"
+  mkdir -p "$WHEEL_DIR"
+  cp "$work"/dist/horovod-*.whl "$WHEEL_DIR.tmp.whl"
+  mv "$WHEEL_DIR.tmp.whl" "$WHEEL_DIR/$(basename "$work"/dist/horovod-*.whl)"
+  rm -rf "$work"
+}
+
+install_horovod() {
+  if "$VENV/bin/pip" show -q horovod >/dev/null 2>&1; then
+    log "Horovod already installed"
+    return
+  fi
+  build_horovod_wheel
+  "$VENV/bin/pip" install -q --no-deps "$WHEEL_DIR"/horovod-*.whl
+  "$VENV/bin/pip" install -q -c constraints.txt cloudpickle psutil pyyaml packaging cffi
+}
+
+check_horovod() {
+  local report
+  report="$("$VENV/bin/horovodrun" --check-build)"
+  printf '%s\n' "$report"
+  grep -q '\[X\] TensorFlow' <<<"$report" || { echo "setup: Horovod was built without TensorFlow" >&2; exit 1; }
+  grep -q '\[X\] Gloo' <<<"$report" || { echo "setup: Horovod was built without Gloo" >&2; exit 1; }
+}
+
+ensure_debian_packages
+ensure_venv
+install_pins
+install_horovod
+echo "$FINGERPRINT" > "$STAMP"
+check_horovod
+log "ready"

@@ -1,0 +1,1 @@
+"""ringflow steps: one plain, typed function per pipeline step (prepare, version, train, evaluate, export)."""

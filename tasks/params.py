@@ -1,0 +1,130 @@
+"""The validated parameter model: params.yaml defaults plus per-run overrides."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tasks.paths import PARAMS_FILE
+from trainer.models import MODEL_BUILDERS
+
+DATASETS = ("digits",)
+
+
+class ParamsError(ValueError):
+    """Bad parameters; str() is one line that names the problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataParams(_Section):
+    dataset: str = "digits"
+    val_fraction: float = Field(0.15, gt=0, lt=0.5)
+    test_fraction: float = Field(0.15, gt=0, lt=0.5)
+    min_shards: int = Field(8, ge=1)
+    shard_bytes: int = Field(100_000_000, ge=1024)
+    seed: int = 42
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str) -> str:
+        if value not in DATASETS:
+            raise ValueError(f"unknown dataset {value!r}; known: {', '.join(DATASETS)}")
+        return value
+
+
+class TrainParams(_Section):
+    backend: Literal["horovod"] = "horovod"
+    np: int = Field(2, ge=1)
+    model: str = "cnn"
+    epochs: int = Field(20, ge=1)
+    batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(0.001, gt=0)
+    scale_lr: bool = True
+    seed: int = 42
+    keep_checkpoints: int = Field(3, ge=1)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_BUILDERS:
+            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_BUILDERS))}")
+        return value
+
+
+class TrackingParams(_Section):
+    experiment: str = Field("ringflow", min_length=1)
+
+
+class Params(_Section):
+    data: DataParams = DataParams()
+    train: TrainParams = TrainParams()
+    tracking: TrackingParams = TrackingParams()
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted keys to values, as logged to MLflow (`train.epochs` -> 20)."""
+        return {f"{section}.{key}": value
+                for section, values in self.model_dump().items() for key, value in values.items()}
+
+
+def _one_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    value = first.get("input")
+    extra = "" if isinstance(value, dict) or repr(value) in message else f" (got {value!r})"
+    return f"bad parameter {where}: {message}{extra}"
+
+
+def _parse_value(text: str) -> Any:
+    """A command-line value as YAML would read it (`3` -> 3, `true` -> True, `cnn` -> 'cnn')."""
+    return yaml.safe_load(text) if text.strip() else text
+
+
+def _full_key(key: str) -> tuple[str, str]:
+    """`epochs` or `train.epochs` -> ('train', 'epochs'); unknown or ambiguous keys fail."""
+    if "." in key:
+        section, name = key.split(".", 1)
+        if section in Params.model_fields and name in Params.model_fields[section].annotation.model_fields:
+            return section, name
+        raise ParamsError(f"bad parameter {key}: no such parameter")
+    sections = [s for s, f in Params.model_fields.items() if key in f.annotation.model_fields]
+    if len(sections) != 1:
+        raise ParamsError(f"bad parameter {key}: " + ("no such parameter" if not sections else "ambiguous, prefix a section"))
+    return sections[0], key
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of the raw params with `{'train.epochs': 3}`-style overrides applied."""
+    merged = {section: dict(values or {}) for section, values in raw.items()}
+    for key, value in overrides.items():
+        section, name = _full_key(key)
+        merged.setdefault(section, {})[name] = _parse_value(value) if isinstance(value, str) else value
+    return merged
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, str]:
+    """`['train.epochs=3']` -> `{'train.epochs': '3'}`."""
+    pairs = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ParamsError(f"bad override {item!r}: expected KEY=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def load_params(overrides: dict[str, Any] | None = None, path: Path = PARAMS_FILE) -> Params:
+    """params.yaml with overrides, validated; raises ParamsError with one clear line."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ParamsError(f"cannot read {path}: {error}") from error
+    try:
+        return Params.model_validate(apply_overrides(raw, overrides or {}))
+    except ValidationError as error:
+        raise ParamsError(_one_line(error)) from None

@@ -1,0 +1,13 @@
+"""Where things live in a ringflow checkout (the repo root holds code, data and the MLflow store)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS_FILE = ROOT / "params.yaml"
+PREPARED_DIR = ROOT / "data" / "prepared"
+OUTPUTS_DIR = ROOT / "outputs"
+MODEL_DIR = OUTPUTS_DIR / "model"
+SAVEDMODEL_DIR = OUTPUTS_DIR / "savedmodel"
+METRICS_FILE = OUTPUTS_DIR / "metrics.json"
+MLRUNS_DIR = ROOT / "mlruns"

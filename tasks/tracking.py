@@ -1,0 +1,84 @@
+"""MLflow on the task side: the SQLite store and artifacts under mlruns/, run creation and closing."""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from tasks.paths import MLRUNS_DIR
+
+
+def tracking_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
+    """sqlite:///<repo>/mlruns/mlflow.db (MLFLOW_TRACKING_URI wins when set)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{mlruns_dir / 'mlflow.db'}"
+
+
+def client() -> Any:
+    """An MlflowClient on ringflow's store."""
+    from mlflow.tracking import MlflowClient
+    MLRUNS_DIR.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=tracking_uri())
+
+
+def experiment_id(name: str) -> str:
+    """The experiment's id, created with its artifacts under mlruns/artifacts when new."""
+    mlflow_client = client()
+    found = mlflow_client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    location = (MLRUNS_DIR / "artifacts" / name).as_uri()
+    return mlflow_client.create_experiment(name, artifact_location=location)
+
+
+def start_run(experiment: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+    """Create a run holding the resolved params and tags; returns its id."""
+    mlflow_client = client()
+    run = mlflow_client.create_run(experiment_id(experiment), tags=tags)
+    from mlflow.entities import Param
+    mlflow_client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+    return run.info.run_id
+
+
+def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
+    """Log final (step-less) metrics to a run."""
+    mlflow_client = client()
+    for key, value in metrics.items():
+        mlflow_client.log_metric(run_id, key, float(value))
+
+
+def log_params(run_id: str, params: dict[str, Any]) -> None:
+    """Log extra params (resolved values) to a run."""
+    mlflow_client = client()
+    for key, value in params.items():
+        mlflow_client.log_param(run_id, key, str(value))
+
+
+def log_artifacts(run_id: str, local_path: Path, artifact_path: str | None = None) -> None:
+    """Copy a file or directory into the run's artifacts."""
+    mlflow_client = client()
+    if Path(local_path).is_dir():
+        mlflow_client.log_artifacts(run_id, str(local_path), artifact_path)
+    else:
+        mlflow_client.log_artifact(run_id, str(local_path), artifact_path)
+
+
+def artifact_dir(run_id: str) -> Path:
+    """The local directory of a run's artifacts."""
+    from urllib.parse import urlparse
+    return Path(urlparse(client().get_run(run_id).info.artifact_uri).path)
+
+
+def end_run(run_id: str, ok: bool) -> None:
+    """Mark the run FINISHED or FAILED."""
+    client().set_terminated(run_id, status="FINISHED" if ok else "FAILED")
+
+
+@contextlib.contextmanager
+def failing_marks_run(run_id: str) -> Iterator[None]:
+    """Mark the run FAILED if the block raises, then re-raise."""
+    try:
+        yield
+    except BaseException:
+        end_run(run_id, ok=False)
+        raise

@@ -1,0 +1,70 @@
+"""version: record the prepared data in DVC (dvc.lock), push it to the remote, and name its version."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tasks.paths import PREPARED_DIR, ROOT
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """What identifies the data and code of a run."""
+    data_hash: str
+    git_commit: str
+    git_dirty: bool
+
+
+def _dvc(*args: str, root: Path = ROOT) -> str:
+    """Run one DVC command in the repo; a failure raises with DVC's own message."""
+    dvc = Path(sys.executable).with_name("dvc")
+    done = subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        message = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"dvc {' '.join(args)} failed: {message[-1] if message else done.returncode}")
+    return done.stdout
+
+
+def git_state(root: Path = ROOT) -> tuple[str, bool]:
+    """(HEAD commit, whether tracked files differ from it); ('unknown', True) outside git."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown", True
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                            capture_output=True, text=True)
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def locked_data_hash(root: Path = ROOT, data_dir: Path = PREPARED_DIR) -> str:
+    """The DVC hash of the prepared data as recorded in dvc.lock by the prepare stage."""
+    lock_file = root / "dvc.lock"
+    if not lock_file.is_file():
+        raise FileNotFoundError("dvc.lock is missing: the prepare stage has not been recorded")
+    lock = yaml.safe_load(lock_file.read_text())
+    relative = str(data_dir.relative_to(root))
+    for out in lock.get("stages", {}).get("prepare", {}).get("outs", []):
+        if out.get("path") == relative:
+            return out["md5"]
+    raise KeyError(f"dvc.lock records no output {relative} for stage prepare")
+
+
+def data_version(root: Path = ROOT) -> DataVersion:
+    """The data hash from dvc.lock and the git state, without running DVC (safe inside `dvc repro`)."""
+    commit, dirty = git_state(root)
+    return DataVersion(locked_data_hash(root), commit, dirty)
+
+
+def commit_stages(*stages: str, root: Path = ROOT) -> None:
+    """Record the current outputs of stages in dvc.lock and the DVC cache."""
+    _dvc("commit", "--force", *stages, root=root)
+
+
+def version_data(root: Path = ROOT) -> DataVersion:
+    """Track the freshly prepared data (prepare stage) and push it to the default remote."""
+    commit_stages("prepare", root=root)
+    _dvc("push", "prepare", root=root)
+    return data_version(root)

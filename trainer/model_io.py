@@ -1,0 +1,39 @@
+"""Saving a trained model as registry spec + weights, and rebuilding it without Horovod or a strategy."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from trainer.models import build_model
+
+MODEL_SPEC = "model.json"
+MODEL_WEIGHTS = "model.weights.h5"
+
+
+def save_model(model: Any, spec: dict[str, Any], out_dir: Path) -> None:
+    """Weights plus the spec that rebuilds the model, each written to a temporary name then renamed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_weights = out_dir / f".tmp-{MODEL_WEIGHTS}"
+    model.save_weights(str(tmp_weights))
+    os.replace(tmp_weights, out_dir / MODEL_WEIGHTS)
+    tmp_spec = out_dir / f".tmp-{MODEL_SPEC}"
+    tmp_spec.write_text(json.dumps(spec, indent=2))
+    os.replace(tmp_spec, out_dir / MODEL_SPEC)
+
+
+def read_spec(model_dir: Path) -> dict[str, Any]:
+    """The spec saved beside the weights; a clear error when there is no trained model."""
+    path = Path(model_dir) / MODEL_SPEC
+    if not path.is_file():
+        raise FileNotFoundError(f"no trained model: {path} is missing (run the train step)")
+    return json.loads(path.read_text())
+
+
+def load_model(model_dir: Path) -> Any:
+    """Rebuild a trained model from its spec and weights."""
+    spec = read_spec(model_dir)
+    model = build_model(spec["model"], tuple(spec["input_shape"]), spec["num_classes"])
+    model.load_weights(str(Path(model_dir) / MODEL_WEIGHTS))
+    return model

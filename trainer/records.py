@@ -1,0 +1,57 @@
+"""The TFRecord image schema (tf.train.Example) and the shard manifest, shared by writer and readers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MANIFEST_NAME = "manifest.json"
+SPLITS = ("train", "validation", "test")
+
+
+def image_example(encoded: bytes, image_format: str, label: int, shape: tuple[int, int, int]) -> bytes:
+    """One serialized tf.train.Example in the usual image schema."""
+    import tensorflow as tf
+    height, width, channels = shape
+
+    def _bytes(value: bytes) -> tf.train.Feature:
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    def _int(value: int) -> tf.train.Feature:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+
+    features = {
+        "image/encoded": _bytes(encoded),
+        "image/format": _bytes(image_format.encode()),
+        "image/class/label": _int(label),
+        "image/height": _int(height),
+        "image/width": _int(width),
+        "image/channels": _int(channels),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def feature_spec() -> dict[str, Any]:
+    """The parsing spec matching image_example."""
+    import tensorflow as tf
+    return {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/format": tf.io.FixedLenFeature([], tf.string, default_value=b"png"),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        "image/height": tf.io.FixedLenFeature([], tf.int64),
+        "image/width": tf.io.FixedLenFeature([], tf.int64),
+        "image/channels": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def read_manifest(data_dir: Path) -> dict[str, Any]:
+    """The manifest of a prepared data directory; a clear error when it is missing."""
+    path = Path(data_dir) / MANIFEST_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no prepared data: {path} is missing (run the prepare step)")
+    return json.loads(path.read_text())
+
+
+def shard_paths(data_dir: Path, manifest: dict[str, Any], split: str) -> list[str]:
+    """Absolute shard paths of one split, in manifest order."""
+    return [str(Path(data_dir) / shard["file"]) for shard in manifest["splits"][split]["shards"]]

@@ -1,0 +1,106 @@
+"""One Horovod rank's training: data, model, DistributedOptimizer, callbacks; side effects on rank 0."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import horovod.tensorflow as hvd_tf
+import horovod.tensorflow.keras as hvd
+import numpy as np
+import tensorflow as tf
+
+from trainer.callbacks import CheckpointEveryEpoch, EpochReport, MetricAverage, Throughput
+from trainer.data import rank_dataset, rank_record_count
+from trainer.model_io import save_model
+from trainer.models import build_model
+from trainer.records import read_manifest
+from trainer.tracking import mlflow_metric_sink
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What one rank needs to train; built from the command line."""
+    data_dir: Path
+    out_dir: Path
+    model: str
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    scale_lr: bool
+    seed: int
+    keep_checkpoints: int
+    print_weights_digest: bool = False
+
+
+def configure_devices() -> None:
+    """Pin one GPU per rank; on CPU share the cores between the ranks of this host."""
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")  # Horovod: one GPU per rank
+        return
+    threads = max(1, (os.cpu_count() or 1) // hvd.local_size())  # Horovod: ranks on this host share the cores
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def weights_digest(model: tf.keras.Model) -> str:
+    """sha256 over all weights, to compare ranks."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()
+
+
+def compiled_model(config: TrainConfig, manifest: dict) -> tuple[tf.keras.Model, float]:
+    """The model compiled with a DistributedOptimizer at the scaled learning rate."""
+    model = build_model(config.model, tuple(manifest["image_shape"]), manifest["num_classes"])
+    learning_rate = config.learning_rate * (hvd.size() if config.scale_lr else 1)  # Horovod: linear LR scaling
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate))  # Horovod: averaged gradients
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                  metrics=["accuracy"])
+    return model, learning_rate
+
+
+def callbacks_for(config: TrainConfig, manifest: dict, steps_per_epoch: int) -> list:
+    """Callbacks every rank runs, then rank 0's reporting and checkpointing."""
+    val_records = rank_record_count(manifest, "validation", hvd.rank(), hvd.size())  # Horovod: this rank's share
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: start all ranks from rank 0's weights
+        MetricAverage(lambda t: hvd_tf.allreduce(t, op=hvd_tf.Sum), val_records),  # Horovod: average over ranks
+        Throughput(steps_per_epoch * config.batch_size * hvd.size()),  # Horovod: global images
+    ]
+    if hvd.rank() == 0:  # Horovod: side effects on rank 0 only
+        callbacks += [EpochReport(mlflow_metric_sink()),
+                      CheckpointEveryEpoch(config.out_dir / "checkpoints", config.keep_checkpoints)]
+    return callbacks
+
+
+def train(config: TrainConfig) -> None:
+    """Train on this rank's shards; rank 0 writes checkpoints, the final model and a summary."""
+    hvd.init()  # Horovod: join the ranks
+    configure_devices()
+    tf.keras.utils.set_random_seed(config.seed + hvd.rank())  # Horovod: distinct dropout and shuffling per rank
+    manifest = read_manifest(config.data_dir)
+    global_batch = config.batch_size * hvd.size()  # Horovod: batch_size is per rank
+    steps_per_epoch = max(1, manifest["splits"]["train"]["count"] // global_batch)
+    model, learning_rate = compiled_model(config, manifest)
+    train_data = rank_dataset(config.data_dir, manifest, "train", rank=hvd.rank(), size=hvd.size(),
+                              batch_size=config.batch_size, training=True, seed=config.seed + hvd.rank())
+    val_data = rank_dataset(config.data_dir, manifest, "validation", rank=hvd.rank(), size=hvd.size(),
+                            batch_size=config.batch_size)
+    history = model.fit(train_data, steps_per_epoch=steps_per_epoch, epochs=config.epochs, verbose=0,
+                        validation_data=val_data, callbacks=callbacks_for(config, manifest, steps_per_epoch))
+    if config.print_weights_digest:
+        print(f"weights_sha256 rank={hvd.rank()} {weights_digest(model)}", flush=True)
+    if hvd.rank() == 0:  # Horovod: only rank 0 writes the result
+        spec = {"model": config.model, "input_shape": manifest["image_shape"],
+                "num_classes": manifest["num_classes"], "classes": manifest["classes"]}
+        save_model(model, spec, config.out_dir)
+        summary = {"world_size": hvd.size(), "global_batch_size": global_batch, "steps_per_epoch": steps_per_epoch,
+                   "learning_rate": learning_rate, "config": {k: str(v) for k, v in asdict(config).items()},
+                   "history": {k: [float(x) for x in v] for k, v in history.history.items()}}
+        (config.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=2))

@@ -30,12 +30,15 @@ def _dvc(*args: str, root: Path = ROOT) -> str:
 
 
 def git_state(root: Path = ROOT) -> tuple[str, bool]:
-    """(HEAD commit, whether tracked files differ from it); ('unknown', True) outside git."""
+    """(HEAD commit, whether tracked files other than dvc.lock differ from it); ('unknown', True) outside git.
+
+    dvc.lock is left out: recording a run rewrites it.
+    """
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
     if head.returncode != 0:
         return "unknown", True
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                            capture_output=True, text=True)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!dvc.lock"],
+                            cwd=root, capture_output=True, text=True)
     return head.stdout.strip(), bool(status.stdout.strip())
 
 

@@ -1,0 +1,68 @@
+"""Shared test helpers: a private copy of the checkout, a real Prefect server, quiet environments."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+BIN = Path(sys.executable).parent
+
+
+def quiet_env(**extra: str) -> dict[str, str]:
+    """The environment for child processes: tf-keras, no telemetry, this interpreter's tools first."""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1",
+               PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("MLFLOW_RUN_ID", None)
+    env.update(extra)
+    return env
+
+
+def copy_checkout(target: Path) -> Path:
+    """The project's files (as git sees them) in a new git repo at target, sharing this .venv."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    (target / ".venv").symlink_to(ROOT / ".venv")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qm", "copy"]):
+        subprocess.run(command, cwd=target, check=True)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout: float, process: subprocess.Popen) -> None:
+    """Poll url until it answers 200; fail early if the process died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer in {timeout} s")
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a command, capturing text output."""
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -14,6 +14,9 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces `target` only if the block completes."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary directory
     try:
         yield tmp
         old = target.with_name(f".{target.name}.old-{os.getpid()}")

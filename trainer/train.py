@@ -79,28 +79,35 @@ def callbacks_for(config: TrainConfig, manifest: dict, steps_per_epoch: int) -> 
     return callbacks
 
 
+def save_results(config: TrainConfig, model: tf.keras.Model, manifest: dict, summary: dict) -> None:
+    """Rank 0: the final model (spec + weights) and the training summary."""
+    spec = {"model": config.model, "input_shape": manifest["image_shape"],
+            "num_classes": manifest["num_classes"], "classes": manifest["classes"]}
+    save_model(model, spec, config.out_dir)
+    summary["config"] = {key: str(value) for key, value in asdict(config).items()}
+    (config.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=2))
+
+
 def train(config: TrainConfig) -> None:
     """Train on this rank's shards; rank 0 writes checkpoints, the final model and a summary."""
     hvd.init()  # Horovod: join the ranks
     configure_devices()
-    tf.keras.utils.set_random_seed(config.seed + hvd.rank())  # Horovod: distinct dropout and shuffling per rank
+    rank, size = hvd.rank(), hvd.size()  # Horovod: this process's place among the ranks
+    tf.keras.utils.set_random_seed(config.seed + rank)  # Horovod: distinct init, dropout, shuffling per rank
     manifest = read_manifest(config.data_dir)
-    global_batch = config.batch_size * hvd.size()  # Horovod: batch_size is per rank
+    global_batch = config.batch_size * size  # Horovod: batch_size is per rank
     steps_per_epoch = max(1, manifest["splits"]["train"]["count"] // global_batch)
     model, learning_rate = compiled_model(config, manifest)
-    train_data = rank_dataset(config.data_dir, manifest, "train", rank=hvd.rank(), size=hvd.size(),
-                              batch_size=config.batch_size, training=True, seed=config.seed + hvd.rank())
-    val_data = rank_dataset(config.data_dir, manifest, "validation", rank=hvd.rank(), size=hvd.size(),
+    train_data = rank_dataset(config.data_dir, manifest, "train", rank=rank, size=size,  # Horovod: own part
+                              batch_size=config.batch_size, training=True, seed=config.seed + rank)
+    val_data = rank_dataset(config.data_dir, manifest, "validation", rank=rank, size=size,  # Horovod: own part
                             batch_size=config.batch_size)
     history = model.fit(train_data, steps_per_epoch=steps_per_epoch, epochs=config.epochs, verbose=0,
                         validation_data=val_data, callbacks=callbacks_for(config, manifest, steps_per_epoch))
     if config.print_weights_digest:
-        print(f"weights_sha256 rank={hvd.rank()} {weights_digest(model)}", flush=True)
-    if hvd.rank() == 0:  # Horovod: only rank 0 writes the result
-        spec = {"model": config.model, "input_shape": manifest["image_shape"],
-                "num_classes": manifest["num_classes"], "classes": manifest["classes"]}
-        save_model(model, spec, config.out_dir)
-        summary = {"world_size": hvd.size(), "global_batch_size": global_batch, "steps_per_epoch": steps_per_epoch,
-                   "learning_rate": learning_rate, "config": {k: str(v) for k, v in asdict(config).items()},
-                   "history": {k: [float(x) for x in v] for k, v in history.history.items()}}
-        (config.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=2))
+        print(f"weights_sha256 rank={rank} {weights_digest(model)}", flush=True)  # Horovod: every rank reports
+    if rank == 0:  # Horovod: only rank 0 writes the result
+        summary = {"world_size": size, "global_batch_size": global_batch, "steps_per_epoch": steps_per_epoch,
+                   "learning_rate": learning_rate,
+                   "history": {key: [float(x) for x in values] for key, values in history.history.items()}}
+        save_results(config, model, manifest, summary)

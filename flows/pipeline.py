@@ -15,10 +15,23 @@ from tasks import steps, version
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 
 
+def validation_markdown(report: dict[str, Any]) -> str:
+    """The validation report as a markdown table for the Prefect UI."""
+    rows = [f"| {split} | {s['records']} | {s['shards']} | {s['bytes']:,} |" for split, s in report["splits"].items()]
+    return "\n".join([f"### Data validation: {report['source']} — valid", "",
+                      f"{report['classes']} classes, image shape {report['image_shape']}, "
+                      f"conversion {'skipped (up to date)' if report['skipped'] else 'done'}", "",
+                      "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows])
+
+
 @task(name="prepare")
 def prepare_task(params: Params) -> dict[str, Any]:
-    report = steps.prepare_step(params)
-    get_run_logger().info("prepared and validated: %s", report)
+    from prefect.artifacts import create_markdown_artifact
+    logger = get_run_logger()
+    report = steps.prepare_step(params, on_line=logger.info)
+    create_markdown_artifact(validation_markdown(report), key="data-validation",
+                             description="validation of the prepared TFRecord shards")
+    logger.info("validated: %s", report["splits"])
     return report
 
 

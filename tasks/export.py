@@ -24,11 +24,13 @@ class ExportResult:
     checked_images: int
 
 
-def sample_test_images(data_dir: Path, limit: int = 256) -> np.ndarray:
-    """Up to `limit` test images (float32, 0..255) for the parity check."""
+def sample_test_images(data_dir: Path, model_dir: Path, limit: int = 256) -> np.ndarray:
+    """Up to `limit` test images (float32, 0..255, at the model's input shape) for the parity check."""
     from trainer.data import rank_dataset
+    from trainer.model_io import read_spec
     from trainer.records import read_manifest
-    dataset = rank_dataset(data_dir, read_manifest(data_dir), "test", batch_size=limit)
+    dataset = rank_dataset(data_dir, read_manifest(data_dir), "test", batch_size=limit,
+                           input_shape=tuple(read_spec(model_dir)["input_shape"]))
     images, _ = next(iter(dataset))
     return images.numpy()
 
@@ -62,7 +64,7 @@ def reload_predictions(path: Path, images: np.ndarray) -> np.ndarray:
 def export(model_dir: Path, export_dir: Path, data_dir: Path = PREPARED_DIR) -> ExportResult:
     """Write the SavedModel to export_dir only after its reload gives the trained model's predictions."""
     from trainer.model_io import load_model
-    images = sample_test_images(data_dir)
+    images = sample_test_images(data_dir, model_dir)
     expected = load_model(model_dir).predict(images, verbose=0)
     with atomic_dir(export_dir) as tmp:
         write_savedmodel(model_dir, tmp)

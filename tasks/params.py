@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tasks.paths import PARAMS_FILE
 from trainer.models import MODEL_BUILDERS
 
-DATASETS = ("digits",)
+DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
 
 
 class ParamsError(ValueError):
@@ -23,18 +23,37 @@ class _Section(BaseModel):
 
 class DataParams(_Section):
     dataset: str = "digits"
+    data_dir: str = "data/tfds"
+    download: bool = True
     val_fraction: float = Field(0.15, gt=0, lt=0.5)
     test_fraction: float = Field(0.15, gt=0, lt=0.5)
     min_shards: int = Field(8, ge=1)
     shard_bytes: int = Field(100_000_000, ge=1024)
+    workers: int = Field(0, ge=0)
     seed: int = 42
 
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
-        if value not in DATASETS:
-            raise ValueError(f"unknown dataset {value!r}; known: {', '.join(DATASETS)}")
+        from tasks.sources import parse_dataset, resolve_path
+        kind, argument = parse_dataset(value)
+        if kind == "digits" and not argument:
+            return value
+        if kind not in ("tfds", "folder", "npz") or not argument:
+            raise ValueError(f"unknown dataset {value!r}; known: {', '.join(DATASET_KINDS)}")
+        path = resolve_path(argument)
+        if kind == "folder" and not path.is_dir():
+            raise ValueError(f"image folder {path} does not exist")
+        if kind == "npz" and not path.is_file():
+            raise ValueError(f"npz file {path} does not exist")
         return value
+
+
+class InputParams(_Section):
+    """The trainer's input pipeline."""
+    image_size: int | None = Field(None, ge=8)  # square size the model sees; None: the data's own size
+    augment: Literal["auto", "on", "off"] = "auto"  # auto: on for image folders and images >= 64 px
+    cache: bool = True  # keep decoded training images in memory after the first epoch
 
 
 class TrainParams(_Section):
@@ -62,6 +81,7 @@ class TrackingParams(_Section):
 
 class Params(_Section):
     data: DataParams = DataParams()
+    input: InputParams = InputParams()
     train: TrainParams = TrainParams()
     tracking: TrackingParams = TrackingParams()
 
@@ -81,8 +101,12 @@ def _one_line(error: ValidationError) -> str:
 
 
 def _parse_value(text: str) -> Any:
-    """A command-line value as YAML would read it (`3` -> 3, `true` -> True, `cnn` -> 'cnn')."""
-    return yaml.safe_load(text) if text.strip() else text
+    """A command-line value as a YAML scalar (`3` -> 3, `true` -> True, `null` -> None); otherwise the text."""
+    try:
+        value = yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
+    return text if isinstance(value, (dict, list)) else value
 
 
 def _full_key(key: str) -> tuple[str, str]:

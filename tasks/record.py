@@ -8,13 +8,17 @@ import yaml
 
 from tasks import tracking
 from tasks.params import Params
+from tasks.paths import PREPARED_DIR
+from tasks.validate import REPORT_NAME
 from tasks.version import DataVersion
+from trainer.records import MANIFEST_NAME
 
 
 def run_params(params: Params) -> dict[str, Any]:
-    """Training params by their plain names (`np`, `epochs`, ...), data params as `data.*`."""
+    """Training params by their plain names (`np`, `epochs`, ...), data and input params as `data.*`, `input.*`."""
     logged = dict(params.train.model_dump())
-    logged.update({f"data.{key}": value for key, value in params.data.model_dump().items()})
+    for section in ("data", "input"):
+        logged.update({f"{section}.{key}": value for key, value in getattr(params, section).model_dump().items()})
     return logged
 
 
@@ -25,6 +29,9 @@ def open_run(params: Params, version: DataVersion) -> str:
     logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit}
     run_id = tracking.start_run(params.tracking.experiment, logged, tags)
     tracking.client().log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
+    for name in (MANIFEST_NAME, REPORT_NAME):
+        if (PREPARED_DIR / name).is_file():
+            tracking.log_artifacts(run_id, PREPARED_DIR / name, "data")
     return run_id
 
 

@@ -13,23 +13,27 @@ from tasks.params import Params
 from tasks.paths import METRICS_FILE, MODEL_DIR, PREPARED_DIR, SAVEDMODEL_DIR
 from tasks.prepare import prepare
 from tasks.train import train
-from tasks.validate import validate
+from tasks.validate import REPORT_NAME, validate
 from tasks.version import data_version
 
 RUN_FILE = "run.json"
 
 
-def prepare_step(params: Params) -> dict[str, Any]:
-    """Convert and validate the data; returns the validation report."""
-    prepare(params.data, PREPARED_DIR)
-    return validate(PREPARED_DIR)
+def prepare_step(params: Params, on_line: Callable[[str], None] = print) -> dict[str, Any]:
+    """Convert (unless up to date) and validate the data; returns the validation report, also saved beside it."""
+    result = prepare(params.data, PREPARED_DIR)
+    on_line(f"prepare skipped: {PREPARED_DIR} is up to date with {params.data.dataset} and the data params"
+            if result.skipped else f"prepared {params.data.dataset} into {PREPARED_DIR}")
+    report = validate(PREPARED_DIR)
+    write_text_atomic(PREPARED_DIR / REPORT_NAME, json.dumps(report, indent=2))  # same data, same bytes
+    return report | {"skipped": result.skipped}
 
 
 def train_step(params: Params, on_line: Callable[[str], None] = print) -> str:
     """Open the MLflow run (data version from dvc.lock), train, record; returns the run id."""
     run_id = record.open_run(params, data_version())
     with tracking.failing_marks_run(run_id):
-        result = train(params.train, PREPARED_DIR, MODEL_DIR, run_id, on_line)
+        result = train(params, PREPARED_DIR, MODEL_DIR, run_id, on_line)
         record.log_training(run_id, result.summary, MODEL_DIR)
         write_text_atomic(MODEL_DIR / RUN_FILE, json.dumps({"run_id": run_id}))
     return run_id

@@ -10,7 +10,7 @@ from typing import Callable
 
 from tasks.atomic import atomic_dir
 from tasks.launch import run_streaming
-from tasks.params import TrainParams
+from tasks.params import InputParams, Params
 from tasks.paths import ROOT
 from tasks.tracking import tracking_uri
 
@@ -22,17 +22,29 @@ class TrainResult:
     summary: dict
 
 
-def horovod_command(params: TrainParams, data_dir: Path, out_dir: Path, extra: list[str] | None = None) -> list[str]:
+def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
+    """`auto` augments image folders and images of 64 px or more (seed 002's regime), not small digits."""
+    if inputs.augment != "auto":
+        return inputs.augment == "on"
+    height, width, _ = manifest["image_shape"]
+    return manifest["source"].startswith("folder:") or min(height, width) >= 64
+
+
+def horovod_command(params: Params, data_dir: Path, out_dir: Path, augmented: bool,
+                    extra: list[str] | None = None) -> list[str]:
     """The horovodrun command line (data, not a shell string)."""
+    train, inputs = params.train, params.input
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
-    command = [horovodrun, "--gloo", "-np", str(params.np), "-H", f"localhost:{params.np}",
+    command = [horovodrun, "--gloo", "-np", str(train.np), "-H", f"localhost:{train.np}",
                sys.executable, "-m", "trainer",
-               "--data-dir", str(data_dir), "--out-dir", str(out_dir), "--model", params.model,
-               "--epochs", str(params.epochs), "--batch-size", str(params.batch_size),
-               "--learning-rate", str(params.learning_rate), "--seed", str(params.seed),
-               "--keep-checkpoints", str(params.keep_checkpoints)]
-    if not params.scale_lr:
-        command.append("--no-scale-lr")
+               "--data-dir", str(data_dir), "--out-dir", str(out_dir), "--model", train.model,
+               "--epochs", str(train.epochs), "--batch-size", str(train.batch_size),
+               "--learning-rate", str(train.learning_rate), "--seed", str(train.seed),
+               "--keep-checkpoints", str(train.keep_checkpoints)]
+    flags = {"--no-scale-lr": not train.scale_lr, "--augment": augmented, "--no-cache": not inputs.cache}
+    command += [flag for flag, wanted in flags.items() if wanted]
+    if inputs.image_size:
+        command += ["--image-size", str(inputs.image_size)]
     return command + list(extra or [])
 
 
@@ -48,13 +60,13 @@ def rank_environment(run_id: str | None) -> dict[str, str]:
     return env
 
 
-def train(params: TrainParams, data_dir: Path, out_dir: Path, run_id: str | None,
+def train(params: Params, data_dir: Path, out_dir: Path, run_id: str | None,
           on_line: Callable[[str], None] = print, extra_args: list[str] | None = None) -> TrainResult:
     """Launch the ranks; returns the model rank 0 saved. Raises RankFailed naming the failing rank."""
     from trainer.records import read_manifest
-    read_manifest(data_dir)  # fail before launching when there is no prepared data
+    manifest = read_manifest(data_dir)  # fail before launching when there is no prepared data
     with atomic_dir(out_dir) as work_dir:
-        command = horovod_command(params, data_dir, work_dir, extra_args)
+        command = horovod_command(params, data_dir, work_dir, augmentation_on(params.input, manifest), extra_args)
         on_line("launching: " + " ".join(command))
         run_streaming(command, rank_environment(run_id), ROOT, on_line)
         summary = json.loads((work_dir / "train_summary.json").read_text())

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 from tasks.launch import RankFailed, run_streaming
-from tasks.params import TrainParams
+from tasks.params import Params, TrainParams
 from tasks.train import horovod_command, rank_environment
 from tests.helpers import PYTHON, ROOT, quiet_env
 
 
 def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path) -> None:
     lines: list[str] = []
-    params = TrainParams(np=2, epochs=2)
-    command = horovod_command(params, digits_data, tmp_path, ["--print-weights-digest"])
+    params = Params(train=TrainParams(np=2, epochs=2))
+    command = horovod_command(params, digits_data, tmp_path, False, ["--print-weights-digest"])
     run_streaming(command, rank_environment(None) | quiet_env(), ROOT, lines.append)
     digests = dict(re.findall(r"weights_sha256 rank=(\d) ([0-9a-f]{64})", "\n".join(lines)))
     assert set(digests) == {"0", "1"}, lines[-20:]

@@ -57,7 +57,9 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     for key in EPOCH_METRICS:
         assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
     artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}
-    assert {"model", "savedmodel", "params.resolved.yaml"} <= artifacts
+    assert {"model", "savedmodel", "params.resolved.yaml", "data"} <= artifacts
+    data_files = {a.path for a in client.list_artifacts(pipeline_run.run_id, "data")}
+    assert data_files == {"data/manifest.json", "data/validation.json"}
 
 
 def test_run_records_data_hash_and_git_commit(pipeline_run: PipelineRun) -> None:
@@ -99,6 +101,11 @@ def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun,
         f"{prefect_api}/task_runs/filter", data=b"{}", headers={"Content-Type": "application/json"},
         method="POST"), timeout=30).read())
     assert {"prepare", "version", "train", "evaluate", "export"} <= {r["name"].rsplit("-", 1)[0] for r in task_runs}
+    artifacts = json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"{prefect_api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"},
+        method="POST"), timeout=30).read())
+    validation = [a for a in artifacts if a["key"] == "data-validation"]
+    assert len(validation) == 1 and "| train | 1257 | 8 |" in validation[0]["data"]
 
 
 def test_dvc_repro_runs_the_same_steps_without_prefect(tmp_path: Path) -> None:

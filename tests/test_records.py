@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tasks.params import DataParams
-from tasks.prepare import load_digits, split_indices
+from tasks.prepare import carve_splits
+from tasks.sources import load_digits
 from tasks.validate import DataInvalid, validate
 from trainer.data import rank_dataset, rank_shards
 from trainer.records import SPLITS, read_manifest
@@ -25,13 +26,12 @@ def read_split(data_dir: Path, split: str, rank: int = 0, size: int = 1) -> tupl
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_write_then_read_equals_source_arrays(digits_data: Path, split: str) -> None:
-    source = load_digits()
-    indices = split_indices(len(source.labels), DataParams())[split]
+    source = carve_splits(load_digits(), DataParams())[split]
     images, labels = read_split(digits_data, split)
-    assert images.dtype == np.float32 and images.shape == (len(indices), 8, 8, 1)
+    assert images.dtype == np.float32 and images.shape == (len(source), 8, 8, 1)
     assert np.array_equal(images, np.rint(images))  # whole pixel values, nothing lost in between
     read_back = sorted(zip(labels.tolist(), map(bytes, images.astype(np.uint8))))
-    written = sorted(zip(source.labels[indices].tolist(), map(bytes, source.images[indices])))
+    written = sorted(zip(source.labels.tolist(), map(bytes, source.arrays)))
     assert read_back == written
 
 
@@ -59,8 +59,10 @@ def damaged_copy(digits_data: Path, tmp_path: Path, truncate: bool) -> tuple[Pat
 @pytest.mark.parametrize("truncate", [False, True], ids=["corrupt", "truncated"])
 def test_validation_names_a_damaged_shard(digits_data: Path, tmp_path: Path, truncate: bool) -> None:
     copy, name = damaged_copy(digits_data, tmp_path, truncate)
-    with pytest.raises(DataInvalid, match=name):
+    with pytest.raises(DataInvalid, match=rf"^{name}: sha256 differs from the manifest; record (\d+): ") as error:
         validate(copy)
+    first_bad = int(error.value.args[0].split("record ")[1].split(":")[0])
+    assert 0 < first_bad < read_manifest(copy)["splits"]["validation"]["shards"][3]["count"]
 
 
 @pytest.mark.parametrize("shards", [8, 1])

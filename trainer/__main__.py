@@ -16,6 +16,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-scale-lr", dest="scale_lr", action="store_false")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-checkpoints", type=int, default=3)
+    parser.add_argument("--image-size", type=int, default=None, help="square input size (default: the data's)")
+    parser.add_argument("--augment", dest="augmented", action="store_true", help="augment training images")
+    parser.add_argument("--no-cache", dest="cache", action="store_false", help="do not cache decoded images")
     parser.add_argument("--print-weights-digest", action="store_true",
                         help="every rank prints a sha256 of its final weights")
     return parser.parse_args(argv)

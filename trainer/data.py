@@ -1,4 +1,8 @@
-"""Per-rank tf.data input pipeline over the prepared TFRecord shards."""
+"""Per-rank tf.data input pipeline over the prepared TFRecord shards.
+
+shards -> this rank's files (or records) -> parallel interleaved reads -> parallel parse + decode (+ resize)
+-> optional cache -> seeded shuffle -> augmentation (training) -> batch -> prefetch.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,18 +32,53 @@ def rank_record_count(manifest: dict[str, Any], split: str, rank: int, size: int
     return sum(manifest["splits"][split]["shards"][i]["count"] for i in indices)
 
 
-def decode_example(serialized: Any, image_shape: tuple[int, int, int]) -> tuple[Any, Any]:
-    """A serialized Example -> (float32 image in 0..255 of image_shape, int32 label)."""
+def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -> tuple[int, int, int]:
+    """(height, width, channels) the model sees: image_size square when given, else the data's shape."""
+    height, width, channels = manifest["image_shape"]
+    return (image_size, image_size, channels) if image_size else (height, width, channels)
+
+
+def decode_example(serialized: Any, channels: int) -> tuple[Any, Any]:
+    """A serialized Example -> (uint8 image [H, W, channels], int32 label)."""
     import tensorflow as tf
     parsed = tf.io.parse_single_example(serialized, feature_spec())
-    image = tf.io.decode_image(parsed["image/encoded"], channels=image_shape[2], expand_animations=False)
-    image = tf.ensure_shape(image, image_shape)
-    return tf.cast(image, tf.float32), tf.cast(parsed["image/class/label"], tf.int32)
+    image = tf.io.decode_image(parsed["image/encoded"], channels=channels, expand_animations=False)
+    return image, tf.cast(parsed["image/class/label"], tf.int32)
+
+
+def _sized(image: Any, shape: tuple[int, int, int], resize: bool) -> Any:
+    import tensorflow as tf
+    if resize:
+        image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, shape[:2])), 0, 255), tf.uint8)
+    return tf.ensure_shape(image, shape)
+
+
+def _loader(shape: tuple[int, int, int], resize: bool) -> Any:
+    """serialized Example -> (uint8 image of `shape`, label)."""
+    def load(serialized: Any) -> tuple[Any, Any]:
+        image, label = decode_example(serialized, shape[2])
+        return _sized(image, shape, resize), label
+    return load
+
+
+def augment(image: Any, shape: tuple[int, int, int]) -> Any:
+    """Seed 002's training distortions: random crop resized back, flip, brightness, contrast (0..255 floats)."""
+    import tensorflow as tf
+    crop = [max(1, int(shape[0] * 0.875)), max(1, int(shape[1] * 0.875)), shape[2]]
+    image = tf.image.resize(tf.image.random_crop(image, crop), shape[:2])
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.random_brightness(image, max_delta=32.0)
+    image = tf.image.random_contrast(image, 0.8, 1.2)
+    return tf.clip_by_value(image, 0.0, 255.0)
 
 
 def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: int = 0, size: int = 1,
-                 batch_size: int = 32, training: bool = False, seed: int = 0) -> Any:
-    """Batched (image, label) dataset of this rank's part of `split`; repeated and shuffled when training."""
+                 batch_size: int = 32, training: bool = False, seed: int = 0,
+                 input_shape: tuple[int, int, int] | None = None, augmented: bool = False, cache: bool = True) -> Any:
+    """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's part of `split`.
+
+    Training data is cached (optional), shuffled, repeated and augmented (optional); evaluation data is not.
+    """
     import tensorflow as tf
     autotune = tf.data.AUTOTUNE
     paths = shard_paths(data_dir, manifest, split)
@@ -47,12 +86,16 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     files = tf.data.Dataset.from_tensor_slices([paths[i] for i in indices])
     if training:
         files = files.shuffle(len(indices), seed=seed, reshuffle_each_iteration=True)
-    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(indices)),
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(indices)),
                                num_parallel_calls=autotune, deterministic=not training)
     if by_record:
         records = records.shard(size, rank)
-    image_shape = tuple(manifest["image_shape"])
-    examples = records.map(lambda s: decode_example(s, image_shape), num_parallel_calls=autotune)
+    shape = tuple(input_shape or manifest["image_shape"])
+    resize = not manifest.get("uniform_size", True) or list(shape[:2]) != list(manifest["image_shape"][:2])
+    images = records.map(_loader(shape, resize), num_parallel_calls=autotune)
     if training:
-        examples = examples.cache().shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
-    return examples.batch(batch_size, drop_remainder=training).prefetch(autotune)
+        images = (images.cache() if cache else images).shuffle(4096, seed=seed).repeat()
+    images = images.map(lambda image, label: (tf.cast(image, tf.float32), label), num_parallel_calls=autotune)
+    if training and augmented:
+        images = images.map(lambda image, label: (augment(image, shape), label), num_parallel_calls=autotune)
+    return images.batch(batch_size, drop_remainder=training).prefetch(autotune)

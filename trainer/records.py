@@ -1,4 +1,6 @@
-"""The TFRecord image schema (tf.train.Example) and the shard manifest, shared by writer and readers."""
+"""The TFRecord image schema (tf.train.Example) as readers parse it, and the shard manifest.
+
+The writer (without TensorFlow) is tasks/tfrecord_io.py."""
 from __future__ import annotations
 
 import json
@@ -7,28 +9,6 @@ from typing import Any
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
-
-
-def image_example(encoded: bytes, image_format: str, label: int, shape: tuple[int, int, int]) -> bytes:
-    """One serialized tf.train.Example in the usual image schema."""
-    import tensorflow as tf
-    height, width, channels = shape
-
-    def _bytes(value: bytes) -> tf.train.Feature:
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-
-    def _int(value: int) -> tf.train.Feature:
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-
-    features = {
-        "image/encoded": _bytes(encoded),
-        "image/format": _bytes(image_format.encode()),
-        "image/class/label": _int(label),
-        "image/height": _int(height),
-        "image/width": _int(width),
-        "image/channels": _int(channels),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
 def feature_spec() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.callbacks import CheckpointEveryEpoch, EpochReport, MetricAverage, Throughput
-from trainer.data import rank_dataset, rank_record_count
+from trainer.data import model_input_shape, rank_dataset, rank_record_count
 from trainer.model_io import save_model
 from trainer.models import build_model
 from trainer.records import read_manifest
@@ -31,6 +31,9 @@ class TrainConfig:
     scale_lr: bool
     seed: int
     keep_checkpoints: int
+    image_size: int | None = None
+    augmented: bool = False
+    cache: bool = True
     print_weights_digest: bool = False
 
 
@@ -57,7 +60,7 @@ def weights_digest(model: tf.keras.Model) -> str:
 
 def compiled_model(config: TrainConfig, manifest: dict) -> tuple[tf.keras.Model, float]:
     """The model compiled with a DistributedOptimizer at the scaled learning rate."""
-    model = build_model(config.model, tuple(manifest["image_shape"]), manifest["num_classes"])
+    model = build_model(config.model, model_input_shape(manifest, config.image_size), manifest["num_classes"])
     learning_rate = config.learning_rate * (hvd.size() if config.scale_lr else 1)  # Horovod: linear LR scaling
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate))  # Horovod: averaged gradients
     model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
@@ -81,7 +84,7 @@ def callbacks_for(config: TrainConfig, manifest: dict, steps_per_epoch: int) -> 
 
 def save_results(config: TrainConfig, model: tf.keras.Model, manifest: dict, summary: dict) -> None:
     """Rank 0: the final model (spec + weights) and the training summary."""
-    spec = {"model": config.model, "input_shape": manifest["image_shape"],
+    spec = {"model": config.model, "input_shape": list(model_input_shape(manifest, config.image_size)),
             "num_classes": manifest["num_classes"], "classes": manifest["classes"]}
     save_model(model, spec, config.out_dir)
     summary["config"] = {key: str(value) for key, value in asdict(config).items()}
@@ -98,10 +101,12 @@ def train(config: TrainConfig) -> None:
     global_batch = config.batch_size * size  # Horovod: batch_size is per rank
     steps_per_epoch = max(1, manifest["splits"]["train"]["count"] // global_batch)
     model, learning_rate = compiled_model(config, manifest)
+    input_shape = model_input_shape(manifest, config.image_size)
     train_data = rank_dataset(config.data_dir, manifest, "train", rank=rank, size=size,  # Horovod: own part
-                              batch_size=config.batch_size, training=True, seed=config.seed + rank)
+                              batch_size=config.batch_size, training=True, seed=config.seed + rank,
+                              input_shape=input_shape, augmented=config.augmented, cache=config.cache)
     val_data = rank_dataset(config.data_dir, manifest, "validation", rank=rank, size=size,  # Horovod: own part
-                            batch_size=config.batch_size)
+                            batch_size=config.batch_size, input_shape=input_shape)
     history = model.fit(train_data, steps_per_epoch=steps_per_epoch, epochs=config.epochs, verbose=0,
                         validation_data=val_data, callbacks=callbacks_for(config, manifest, steps_per_epoch))
     if config.print_weights_digest:

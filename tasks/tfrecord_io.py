@@ -1,0 +1,94 @@
+"""TFRecord files and tf.train.Example records written without TensorFlow (for conversion worker processes).
+
+The Example is encoded in protobuf's wire format for ringflow's fixed image schema; the tests check that
+TensorFlow parses it to the same values. TFRecord framing: length, masked crc32c(length), data, masked crc32c(data).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from pathlib import Path
+from types import TracebackType
+
+import google_crc32c
+
+_MASK_DELTA = 0xA282EAD8
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _bytes_feature(value: bytes) -> bytes:
+    return _field(1, _field(1, value))  # Feature.bytes_list { value }
+
+
+def _int64_feature(value: int) -> bytes:
+    return _field(3, _field(1, _varint(value)))  # Feature.int64_list { packed value }
+
+
+def encode_example(encoded: bytes, image_format: str, label: int, shape: tuple[int, int, int]) -> bytes:
+    """Serialized tf.train.Example: image/encoded, image/format, image/class/label, image/height|width|channels."""
+    height, width, channels = (int(v) for v in shape)
+    if min(label, height, width, channels) < 0:
+        raise ValueError(f"negative label or shape: {label}, {shape}")
+    features = {
+        b"image/encoded": _bytes_feature(encoded),
+        b"image/format": _bytes_feature(image_format.encode()),
+        b"image/class/label": _int64_feature(int(label)),
+        b"image/height": _int64_feature(height),
+        b"image/width": _int64_feature(width),
+        b"image/channels": _int64_feature(channels),
+    }
+    entries = b"".join(_field(1, _field(1, key) + _field(2, feature)) for key, feature in features.items())
+    return _field(1, entries)  # Example.features { feature: map entries }
+
+
+def _masked_crc(data: bytes) -> bytes:
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF)
+
+
+class TFRecordFile:
+    """Writes records to `<path>.tmp` and renames it to `path` on a clean close: a shard appears only whole."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._tmp = self.path.with_name(self.path.name + ".tmp")
+        self._file = open(self._tmp, "wb")
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+        self.count = 0
+
+    def write(self, record: bytes) -> None:
+        length = struct.pack("<Q", len(record))
+        framed = length + _masked_crc(length) + record + _masked_crc(record)
+        self._file.write(framed)
+        self.sha256.update(framed)
+        self.bytes += len(framed)
+        self.count += 1
+
+    def __enter__(self) -> "TFRecordFile":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._file.close()
+        if kind is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)

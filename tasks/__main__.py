@@ -1,6 +1,9 @@
 """Command line for single steps, as dvc.yaml runs them: python -m tasks {prepare,version,train,evaluate,export}.
 
-`version` (not a DVC stage: it runs DVC) records the prepared data in dvc.lock and pushes it to the remote.
+Not DVC stages (they run DVC themselves):
+  version                        record the prepared data in dvc.lock and push it to the DVC remote
+  restore --run-id ID            bring back data/prepared exactly as MLflow run ID used it
+  restore --data-hash HASH       the same, by DVC hash
 """
 from __future__ import annotations
 
@@ -11,11 +14,25 @@ from tasks.params import ParamsError, load_params, parse_assignments
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__)
-    parser.add_argument("step", choices=["prepare", "version", "train", "evaluate", "export"])
+    parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=["prepare", "version", "train", "evaluate", "export", "restore"])
+    parser.add_argument("--run-id", help="restore: the MLflow run whose data to bring back")
+    parser.add_argument("--data-hash", help="restore: the DVC hash of the data to bring back")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. train.epochs=3 or epochs=3)")
     return parser.parse_args(argv)
+
+
+def restore(run_id: str | None, data_hash: str | None) -> None:
+    """Restore the data of a past run (by run id or DVC hash) and say which version it is."""
+    from tasks.version import restore_data
+    if run_id:
+        from tasks.tracking import client
+        data_hash = client().get_run(run_id).data.params["data_hash"]
+    if not data_hash:
+        raise ParamsError("restore needs --run-id or --data-hash")
+    print(f"restored data version {data_hash} into {restore_data(data_hash)}")
 
 
 def run_step(step: str, overrides: dict[str, str]) -> None:
@@ -38,7 +55,10 @@ def run_step(step: str, overrides: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        run_step(args.step, parse_assignments(args.overrides))
+        if args.step == "restore":
+            restore(args.run_id, args.data_hash)
+        else:
+            run_step(args.step, parse_assignments(args.overrides))
     except ParamsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

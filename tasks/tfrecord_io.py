@@ -5,6 +5,7 @@ TensorFlow parses it to the same values. TFRecord framing: length, masked crc32c
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -41,20 +42,37 @@ def _int64_feature(value: int) -> bytes:
     return _field(3, _field(1, _varint(value)))  # Feature.int64_list { packed value }
 
 
+def _entry(key: bytes, feature: bytes) -> bytes:
+    """One `feature` map entry of Features, as a field of Features."""
+    return _field(1, _field(1, key) + _field(2, feature))
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_entry(key: bytes, value: int) -> bytes:
+    return _entry(key, _int64_feature(value))
+
+
+@functools.lru_cache(maxsize=16)
+def _format_entry(image_format: str) -> bytes:
+    return _entry(b"image/format", _bytes_feature(image_format.encode()))
+
+
+_ENCODED_KEY = _field(1, b"image/encoded")
+
+
 def encode_example(encoded: bytes, image_format: str, label: int, shape: tuple[int, int, int]) -> bytes:
-    """Serialized tf.train.Example: image/encoded, image/format, image/class/label, image/height|width|channels."""
+    """Serialized tf.train.Example: image/encoded, image/format, image/class/label, image/height|width|channels.
+
+    Everything but the image bytes is a few cached pieces, so this costs little more than one copy.
+    """
     height, width, channels = (int(v) for v in shape)
     if min(label, height, width, channels) < 0:
         raise ValueError(f"negative label or shape: {label}, {shape}")
-    features = {
-        b"image/encoded": _bytes_feature(encoded),
-        b"image/format": _bytes_feature(image_format.encode()),
-        b"image/class/label": _int64_feature(int(label)),
-        b"image/height": _int64_feature(height),
-        b"image/width": _int64_feature(width),
-        b"image/channels": _int64_feature(channels),
-    }
-    entries = b"".join(_field(1, _field(1, key) + _field(2, feature)) for key, feature in features.items())
+    feature = _field(1, _field(1, encoded))
+    image_entry = _field(1, _ENCODED_KEY + _varint(2 << 3 | 2) + _varint(len(feature)) + feature)
+    entries = b"".join((image_entry, _format_entry(image_format), _int_entry(b"image/class/label", int(label)),
+                        _int_entry(b"image/height", height), _int_entry(b"image/width", width),
+                        _int_entry(b"image/channels", channels)))
     return _field(1, entries)  # Example.features { feature: map entries }
 
 

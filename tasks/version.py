@@ -1,6 +1,7 @@
 """version: record the prepared data in DVC (dvc.lock), push it to the remote, and name its version."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from tasks.atomic import atomic_dir
 from tasks.paths import PREPARED_DIR, ROOT
 
 
@@ -71,3 +73,32 @@ def version_data(root: Path = ROOT) -> DataVersion:
     commit_stages("prepare", root=root)
     _dvc("push", "prepare", root=root)
     return data_version(root)
+
+
+def _pointer_file(data_hash: str, name: str) -> str:
+    """A .dvc file naming one directory version by its hash."""
+    return yaml.safe_dump({"outs": [{"md5": data_hash, "hash": "md5", "path": name}]})
+
+
+def restore_data(data_hash: str, root: Path = ROOT, target: Path = PREPARED_DIR) -> Path:
+    """Bring back the prepared data with this DVC hash (as an MLflow run recorded it) from the DVC remote.
+
+    dvc.lock may have moved on since that run, so the version is fetched through a temporary .dvc file
+    naming the hash, then swapped into `target`; the files DVC touched for it are put back as they were.
+    """
+    name = f".restore-{data_hash.removesuffix('.dir')}"
+    pointer, fetched = target.parent / f"{name}.dvc", target.parent / name
+    gitignore = target.parent / ".gitignore"
+    ignored = gitignore.read_text() if gitignore.exists() else None
+    pointer.write_text(_pointer_file(data_hash, name))
+    try:
+        _dvc("pull", str(pointer.relative_to(root)), root=root)
+        with atomic_dir(target) as tmp:
+            tmp.rmdir()
+            shutil.copytree(fetched, tmp)  # DVC may link files from its cache: copy before they are swapped in
+    finally:
+        pointer.unlink(missing_ok=True)
+        shutil.rmtree(fetched, ignore_errors=True)
+        if ignored is not None:
+            gitignore.write_text(ignored)
+    return target

@@ -123,3 +123,15 @@ def test_dvc_repro_runs_the_same_steps_without_prefect(tmp_path: Path) -> None:
     assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     again = run([str(BIN / "dvc"), "status"], repo, quiet_env())
     assert "Data and pipelines are up to date." in again.stdout, again.stdout
+
+
+def test_restore_by_run_id_brings_back_that_runs_data(pipeline_run: PipelineRun) -> None:
+    import shutil
+    prepared = pipeline_run.repo / "data" / "prepared"
+    manifest = (prepared / "manifest.json").read_bytes()
+    shutil.rmtree(prepared)
+    done = run([PYTHON, "-m", "tasks", "restore", "--run-id", pipeline_run.run_id], pipeline_run.repo, quiet_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (prepared / "manifest.json").read_bytes() == manifest
+    status = run([str(BIN / "dvc"), "status", "prepare"], pipeline_run.repo, quiet_env())
+    assert "Data and pipelines are up to date." in status.stdout, status.stdout

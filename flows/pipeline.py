@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 
 from tasks import steps, version
 from tasks.params import Params, ParamsError, load_params, parse_assignments
+from tasks.preflight import PreflightError, preflight_launch
 
 
 def validation_markdown(report: dict[str, Any]) -> str:
@@ -45,8 +46,9 @@ def version_task() -> version.DataVersion:
 
 @task(name="train")
 def train_task(params: Params) -> str:
+    from tasks.launch import is_noise
     logger = get_run_logger()
-    return steps.train_step(params, on_line=logger.info)
+    return steps.train_step(params, on_line=lambda line: (logger.debug if is_noise(line) else logger.info)(line))
 
 
 @task(name="evaluate")
@@ -95,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         overrides = parse_assignments(args.overrides)
-        check_versionable(load_params(overrides))  # bad values stop here, before Prefect starts anything
-    except ParamsError as error:
+        params = load_params(overrides)
+        check_versionable(params)  # bad values stop here, before Prefect starts anything
+        preflight_launch(params)
+    except (ParamsError, PreflightError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     result = training_pipeline(overrides)

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from tasks.params import ParamsError, load_params, parse_assignments
+from tasks.preflight import PreflightError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             restore(args.run_id, args.data_hash)
         else:
             run_step(args.step, parse_assignments(args.overrides))
-    except ParamsError as error:
+    except (ParamsError, PreflightError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -1,15 +1,25 @@
 """Run horovodrun as a child process, streaming its lines and naming the failing rank on error."""
 from __future__ import annotations
 
+import queue
 import re
 import subprocess
+import threading
 from collections import defaultdict, deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 RANK_LINE = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
+NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
+                        r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
 ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
+
+
+def is_noise(line: str) -> bool:
+    """TensorFlow's start-up and C++ log chatter (kept out of the info log; errors still explain failures)."""
+    return bool(NOISE_LINE.match(line.split("]", 1)[-1] if line.startswith("[") else line))
 
 
 class RankFailed(RuntimeError):
@@ -43,15 +53,67 @@ class RankOutput:
         return f"horovodrun exited with status {returncode}: {last}"
 
 
+@dataclass(frozen=True)
+class Process:
+    """One process of a training job. `label` prefixes its lines like horovodrun's `[rank]<stdout>:`
+    (None: the process prefixes its own); `waited` processes end the job, the others (servers) are stopped."""
+    command: list[str]
+    env: dict[str, str]
+    label: str | None = None
+    waited: bool = True
+
+
+def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue.Queue) -> None:
+    for raw in process.stdout:
+        text = raw.rstrip("\n")
+        lines.put((index, f"[{label}]<stdout>:{text}" if label is not None else text))
+    process.wait()
+    lines.put((index, None))  # this process has ended and all its lines are in
+
+
+def _finish(running: list[subprocess.Popen]) -> None:
+    for process in running:
+        if process.poll() is None:
+            process.terminate()
+    for process in running:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], None]) -> None:
+    """Run the job's processes together, passing every line to on_line; raise RankFailed naming the failure.
+
+    The job ends when every waited process has ended, or as soon as any process fails.
+    """
+    output, lines = RankOutput(), queue.Queue()
+    running = [subprocess.Popen(p.command, cwd=cwd, env=p.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1) for p in processes]
+    for index, (process, spec) in enumerate(zip(running, processes)):
+        threading.Thread(target=_pump, args=(index, process, spec.label, lines), daemon=True).start()
+    waiting = {i for i, spec in enumerate(processes) if spec.waited}
+    failed: tuple[Process, int] | None = None
+    try:
+        while waiting and failed is None:
+            index, line = lines.get()
+            if line is not None:
+                output.add(line)
+                on_line(line)
+            elif running[index].returncode != 0:
+                failed = processes[index], running[index].returncode
+            else:
+                waiting.discard(index)
+    finally:
+        _finish(running)
+    if failed:
+        process, code = failed
+        if process.label is not None and process.label not in output.failed_ranks:
+            output.failed_ranks.insert(0, process.label)
+        raise RankFailed(output.explain(code))
+
+
 def run_streaming(command: list[str], env: dict[str, str], cwd: Path, on_line: Callable[[str], None]) -> None:
-    """Run `command`, passing every output line to on_line; raise RankFailed if it fails."""
-    output = RankOutput()
-    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, bufsize=1) as process:
-        for raw in process.stdout:
-            line = raw.rstrip("\n")
-            output.add(line)
-            on_line(line)
-        returncode = process.wait()
-    if returncode != 0:
-        raise RankFailed(output.explain(returncode))
+    """Run one launcher command (e.g. horovodrun), streaming its lines; raise RankFailed if it fails."""
+    run_processes([Process(command, env)], cwd, on_line)

@@ -57,21 +57,40 @@ class InputParams(_Section):
 
 
 class TrainParams(_Section):
-    backend: Literal["horovod"] = "horovod"
-    np: int = Field(2, ge=1)
+    backend: Literal["horovod", "horovod-tape", "mirrored", "multiworker", "central-storage", "one-device",
+                     "parameter-server"] = "horovod"
+    np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
+    hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
+    hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
+    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI when built and mpirun exists, else Gloo
+    horovodrun_args: list[str] = []  # passed through to horovodrun
+    num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers
     model: str = "cnn"
     epochs: int = Field(20, ge=1)
-    batch_size: int = Field(32, ge=1)
-    learning_rate: float = Field(0.001, gt=0)
-    scale_lr: bool = True
+    batch_size: int = Field(32, ge=1)  # per replica
+    learning_rate: float = Field(0.001, gt=0)  # for one replica
+    scale_lr: bool = True  # linear rule: x replicas
+    warmup_epochs: float = Field(2.0, ge=0)
+    precision: Literal["fp32", "mixed_float16", "mixed_bfloat16"] = "fp32"
+    jit_compile: bool = False
+    fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce
     seed: int = 42
     keep_checkpoints: int = Field(3, ge=1)
+    resume: bool = True  # a relaunch with the same config continues from its latest checkpoint
+    scaling_np: list[int] = [1, 2]  # the scaling flow's process counts
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
         if value not in MODEL_BUILDERS:
             raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_BUILDERS))}")
+        return value
+
+    @field_validator("scaling_np")
+    @classmethod
+    def _positive_counts(cls, value: list[int]) -> list[int]:
+        if not value or min(value) < 1:
+            raise ValueError("scaling_np needs one or more counts >= 1")
         return value
 
 
@@ -101,12 +120,12 @@ def _one_line(error: ValidationError) -> str:
 
 
 def _parse_value(text: str) -> Any:
-    """A command-line value as a YAML scalar (`3` -> 3, `true` -> True, `null` -> None); otherwise the text."""
+    """A command-line value as YAML reads it (`3`, `true`, `null`, `[1, 2]`); a mapping (`tfds:`) stays text."""
     try:
         value = yaml.safe_load(text) if text.strip() else text
     except yaml.YAMLError:
         return text
-    return text if isinstance(value, (dict, list)) else value
+    return text if isinstance(value, dict) else value
 
 
 def _full_key(key: str) -> tuple[str, str]:

@@ -35,14 +35,44 @@ def open_run(params: Params, version: DataVersion) -> str:
     return run_id
 
 
-def log_training(run_id: str, summary: dict[str, Any], model_dir: Path) -> None:
-    """Resolved distributed values and the trained model's files."""
-    tracking.log_params(run_id, {"world_size": summary["world_size"],
+def steady_images_per_sec(summary: dict[str, Any]) -> float:
+    """Mean images/sec over the epochs after the first (which includes tracing and warm-up)."""
+    per_epoch = summary["history"].get("images_per_sec", [])
+    steady = per_epoch[1:] or per_epoch
+    return sum(steady) / len(steady) if steady else 0.0
+
+
+def single_process_rate(experiment: str, key: str) -> float | None:
+    """images_per_sec_steady of the latest finished np=1 run with this config key, if any."""
+    mlflow_client = tracking.client()
+    found = mlflow_client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = mlflow_client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=1,
+                                     filter_string=f"params.scaling_key = '{key}' and params.np = '1' "
+                                                   "and attributes.status = 'FINISHED'")
+    return runs[0].data.metrics.get("images_per_sec_steady") if runs else None
+
+
+def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir: Path, scaling_key: str) -> None:
+    """Resolved distributed values, throughput and scaling efficiency, the model's files, TensorBoard logs."""
+    tracking.log_params(run_id, {"world_size": summary["world_size"], "scaling_key": scaling_key,
                                  "global_batch_size": summary["global_batch_size"],
                                  "scaled_learning_rate": summary["learning_rate"],
-                                 "steps_per_epoch": summary["steps_per_epoch"]})
+                                 "warmup_start_learning_rate": summary["warmup_start_learning_rate"],
+                                 "warmup_steps": summary["warmup_steps"],
+                                 "steps_per_epoch": summary["steps_per_epoch"],
+                                 "resumed_from_epoch": summary["resumed_from_epoch"]})
+    steady = steady_images_per_sec(summary)
+    metrics = {"images_per_sec_steady": steady}
+    reference = single_process_rate(params.tracking.experiment, scaling_key)
+    if reference and params.train.np > 1:
+        metrics["scaling_efficiency"] = steady / (params.train.np * reference)
+    tracking.log_metrics(run_id, metrics)
     for name in ("model.json", "model.weights.h5", "train_summary.json"):
         tracking.log_artifacts(run_id, model_dir / name, "model")
+    if (model_dir / "tensorboard").is_dir():
+        tracking.log_artifacts(run_id, model_dir / "tensorboard", "tensorboard")
 
 
 def log_export(run_id: str, savedmodel: Path, max_abs_diff: float) -> Path:

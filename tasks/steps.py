@@ -12,9 +12,10 @@ from tasks.export import export
 from tasks.params import Params
 from tasks.paths import METRICS_FILE, MODEL_DIR, PREPARED_DIR, SAVEDMODEL_DIR
 from tasks.prepare import prepare
-from tasks.train import train
+from tasks.train import config_key, train
 from tasks.validate import REPORT_NAME, validate
 from tasks.version import data_version
+from trainer.records import read_manifest
 
 RUN_FILE = "run.json"
 
@@ -29,13 +30,14 @@ def prepare_step(params: Params, on_line: Callable[[str], None] = print) -> dict
     return report | {"skipped": result.skipped}
 
 
-def train_step(params: Params, on_line: Callable[[str], None] = print) -> str:
+def train_step(params: Params, on_line: Callable[[str], None] = print, model_dir: Path = MODEL_DIR) -> str:
     """Open the MLflow run (data version from dvc.lock), train, record; returns the run id."""
     run_id = record.open_run(params, data_version())
     with tracking.failing_marks_run(run_id):
-        result = train(params, PREPARED_DIR, MODEL_DIR, run_id, on_line)
-        record.log_training(run_id, result.summary, MODEL_DIR)
-        write_text_atomic(MODEL_DIR / RUN_FILE, json.dumps({"run_id": run_id}))
+        result = train(params, PREPARED_DIR, model_dir, run_id, on_line)
+        manifest = read_manifest(PREPARED_DIR)
+        record.log_training(run_id, params, result.summary, model_dir, config_key(params, manifest, with_np=False))
+        write_text_atomic(model_dir / RUN_FILE, json.dumps({"run_id": run_id}))
     return run_id
 
 

@@ -1,11 +1,11 @@
 """validate: prepared shards match their manifest, and every record parses, decodes and has a valid label."""
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
+from tasks.sources import file_sha256
 from trainer.records import SPLITS, read_manifest
 
 REPORT_NAME = "validation.json"
@@ -13,14 +13,6 @@ REPORT_NAME = "validation.json"
 
 class DataInvalid(ValueError):
     """The prepared data does not match its manifest; the message names the shard (and record)."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _tf_error_text(message: str) -> str:
@@ -53,7 +45,7 @@ def check_shard(path: Path, shard: dict[str, Any], manifest: dict[str, Any]) -> 
     if not path.is_file():
         raise DataInvalid(f"{path.name}: missing")
     count, problem = scan_records(path, manifest)
-    checksum_ok = _sha256(path) == shard["sha256"]
+    checksum_ok = file_sha256(path) == shard["sha256"]
     if problem or not checksum_ok:
         what = "sha256 differs from the manifest" if not checksum_ok else "checksum matches"
         raise DataInvalid(f"{path.name}: {what}; " + (problem or f"all {count} records read"))

@@ -8,14 +8,15 @@ import pytest
 
 from tasks.launch import RankFailed, run_streaming
 from tasks.params import Params, TrainParams
-from tasks.train import horovod_command, rank_environment
+from tasks.train import horovod_command, rank_environment, trainer_args
 from tests.helpers import PYTHON, ROOT, quiet_env
 
 
 def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path) -> None:
     lines: list[str] = []
     params = Params(train=TrainParams(np=2, epochs=2))
-    command = horovod_command(params, digits_data, tmp_path, False, ["--print-weights-digest"])
+    args = trainer_args(params, digits_data, tmp_path, tmp_path / "checkpoints", False)
+    command = horovod_command(params, "gloo", args + ["--print-weights-digest"])
     run_streaming(command, rank_environment(None) | quiet_env(), ROOT, lines.append)
     digests = dict(re.findall(r"weights_sha256 rank=(\d) ([0-9a-f]{64})", "\n".join(lines)))
     assert set(digests) == {"0", "1"}, lines[-20:]

@@ -135,3 +135,21 @@ def test_restore_by_run_id_brings_back_that_runs_data(pipeline_run: PipelineRun)
     assert (prepared / "manifest.json").read_bytes() == manifest
     status = run([str(BIN / "dvc"), "status", "prepare"], pipeline_run.repo, quiet_env())
     assert "Data and pipelines are up to date." in status.stdout, status.stdout
+
+
+def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: PipelineRun, prefect_api: str) -> None:
+    done = run([PYTHON, "-m", "flows.scaling", "--set", "epochs=3", "--set", "scaling_np=[1, 2]"],
+               pipeline_run.repo, quiet_env(PREFECT_API_URL=prefect_api))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shown = dict(re.findall(r"^np=(\d): [\d,.]+ images/sec, efficiency ([\d.]+)$", done.stdout, re.M))
+    assert set(shown) == {"1", "2"} and float(shown["1"]) == 1.0 and 0 < float(shown["2"]) < 1.5
+    client = mlflow_client(pipeline_run.repo)
+    experiment = client.get_experiment_by_name("ringflow").experiment_id
+    (report,) = client.search_runs([experiment], "tags.`ringflow.kind` = 'scaling'")
+    assert {a.path for a in client.list_artifacts(report.info.run_id)} == {"scaling.csv", "scaling.png"}
+    (two,) = client.search_runs([experiment], "params.np = '2' and params.epochs = '3'")
+    assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
+    artifacts = json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"{prefect_api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"},
+        method="POST"), timeout=30).read())
+    assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)

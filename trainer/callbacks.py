@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import tensorflow as tf
+
+from trainer.schedule import current_rate
 
 
 class MetricAverage(tf.keras.callbacks.Callback):
@@ -64,7 +65,7 @@ class EpochReport(tf.keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         metrics = {key: float(value) for key, value in (logs or {}).items()}
-        metrics["learning_rate"] = float(tf.keras.backend.get_value(self.model.optimizer.learning_rate))
+        metrics["learning_rate"] = current_rate(self.model.optimizer)
         shown = " ".join(f"{key}={value:.4g}" for key, value in sorted(metrics.items()))
         print(f"epoch {epoch + 1}: {shown}", flush=True)
         if self._sink is not None:
@@ -72,23 +73,11 @@ class EpochReport(tf.keras.callbacks.Callback):
 
 
 class CheckpointEveryEpoch(tf.keras.callbacks.Callback):
-    """Rank 0: saves model, optimizer and epoch each epoch, keeping the last `keep` checkpoints.
+    """Saves model, optimizer and epoch at the end of every epoch (rank 0, or to a scratch place elsewhere)."""
 
-    The `checkpoint` index file is rewritten only after a checkpoint's files are complete,
-    so the latest checkpoint it names is always whole.
-    """
-
-    def __init__(self, directory: Path, keep: int) -> None:
+    def __init__(self, checkpoints: Any) -> None:
         super().__init__()
-        self._directory = directory
-        self._keep = keep
-        self._manager: tf.train.CheckpointManager | None = None
-        self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-
-    def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
-        state = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer, epoch=self._epoch)
-        self._manager = tf.train.CheckpointManager(state, str(self._directory), max_to_keep=self._keep)
+        self._checkpoints = checkpoints
 
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
-        self._epoch.assign(epoch + 1)
-        self._manager.save(checkpoint_number=epoch + 1)
+        self._checkpoints.save(epoch + 1)

@@ -1,0 +1,75 @@
+"""The scaling flow: the same config at np = train.scaling_np, a table and chart of images/sec and efficiency.
+
+Run directly:  python -m flows.scaling [--set train.scaling_np=[1,2] --set epochs=3 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+
+from flows.pipeline import check_versionable, prepare_task, version_task
+from tasks import steps, tracking
+from tasks.params import Params, ParamsError, load_params, parse_assignments
+from tasks.paths import OUTPUTS_DIR
+from tasks.preflight import PreflightError, preflight_launch
+
+
+@task(name="train-at-np")
+def train_at_np_task(params: Params) -> str:
+    """One finished training run at params.train.np (its own model directory)."""
+    from tasks.launch import is_noise
+    logger = get_run_logger()
+    run_id = steps.train_step(params, on_line=lambda line: (logger.debug if is_noise(line) else logger.info)(line),
+                              model_dir=OUTPUTS_DIR / "scaling" / f"np{params.train.np}")
+    tracking.end_run(run_id, ok=True)
+    return run_id
+
+
+@task(name="scaling-report")
+def report_task(params: Params, runs: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    from prefect.artifacts import create_table_artifact
+
+    from tasks.scaling import log_report, scaling_rows
+    rows = scaling_rows(runs)
+    report_run = log_report(params.tracking.experiment, rows, OUTPUTS_DIR / "scaling")
+    create_table_artifact(rows, key="scaling", description=f"images/sec and efficiency (MLflow run {report_run})")
+    return rows
+
+
+@flow(name="scaling")
+def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Prepare and version once, train at each np in ascending order, report the scaling table."""
+    params = load_params(overrides)
+    check_versionable(params)
+    prepare_task(params)
+    version_task()
+    runs = []
+    for np in sorted(set(params.train.scaling_np)):
+        at_np = params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
+        runs.append((np, train_at_np_task(at_np)))
+    return report_task(params, runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flows.scaling", description=__doc__)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        overrides = parse_assignments(args.overrides)
+        params = load_params(overrides)
+        check_versionable(params)
+        for np in params.train.scaling_np:
+            preflight_launch(params.model_copy(update={"train": params.train.model_copy(update={"np": np})}))
+    except (ParamsError, PreflightError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for row in scaling_flow(overrides):
+        print(f"np={row['np']}: {row['images_per_sec']:,.1f} images/sec, efficiency {row['scaling_efficiency']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

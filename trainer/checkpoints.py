@@ -1,0 +1,55 @@
+"""Checkpoints: model, optimizer and epoch every epoch, the last K kept; resume and plain restore.
+
+TensorFlow writes a checkpoint's files first and then atomically rewrites the `checkpoint` index,
+so the latest checkpoint it names is always complete.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+
+class Checkpoints:
+    """A checkpoint directory for one model and optimizer.
+
+    Every process restores from `directory` (so all build the same optimizer state); a process that must
+    save without keeping (a non-lead worker of a collective strategy) saves to `save_dir` instead.
+    """
+
+    def __init__(self, directory: Path, model: Any, optimizer: Any, keep: int, save_dir: Path | None = None) -> None:
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self._directory = directory
+        self._state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
+        self._manager = tf.train.CheckpointManager(self._state, str(save_dir or directory), max_to_keep=keep)
+
+    def restore_latest(self) -> int:
+        """Restore the latest checkpoint if there is one; returns the epochs it had completed (0 if none)."""
+        latest = tf.train.latest_checkpoint(str(self._directory))
+        if latest is None:
+            return 0
+        self._state.restore(latest)
+        return int(self.epoch.numpy())
+
+    def save(self, epochs_done: int) -> str:
+        self.epoch.assign(epochs_done)
+        return self._manager.save(checkpoint_number=epochs_done)
+
+
+def latest_epoch(directory: Path) -> int:
+    """Epochs completed by the latest checkpoint in `directory` (0 when there is none), without a model."""
+    latest = tf.train.latest_checkpoint(str(directory))
+    if latest is None:
+        return 0
+    return int(tf.train.load_variable(latest, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def restore_weights(model: Any, directory: Path) -> int:
+    """Load only the model's weights from the latest checkpoint (with or without a strategy scope)."""
+    latest = tf.train.latest_checkpoint(str(directory))
+    if latest is None:
+        raise FileNotFoundError(f"no checkpoint in {directory}")
+    epoch = tf.Variable(0, dtype=tf.int64)
+    tf.train.Checkpoint(model=model, epoch=epoch).restore(latest).expect_partial()
+    return int(epoch.numpy())

@@ -1,0 +1,91 @@
+"""What every backend shares: the data's shapes and counts, the optimizer, callbacks and the saved result."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.callbacks import EpochReport, Throughput
+from trainer.config import TrainConfig
+from trainer.data import model_input_shape
+from trainer.model_io import save_model
+from trainer.records import read_manifest
+from trainer.schedule import WarmupSchedule, scaled_rates
+from trainer.tracking import mlflow_metric_sink
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one training run for a given number of replicas."""
+    manifest: dict
+    input_shape: tuple[int, int, int]
+    replicas: int
+    global_batch: int
+    steps_per_epoch: int
+    learning_rate: tuple[float, float]  # (warmup start, target)
+    warmup_steps: int
+
+
+def plan(config: TrainConfig, replicas: int) -> Plan:
+    """Global batch, steps per epoch and the scaled learning rate for `replicas` replicas."""
+    manifest = read_manifest(config.data_dir)
+    global_batch = config.batch_size * replicas
+    steps = max(1, manifest["splits"]["train"]["count"] // global_batch)
+    rates = scaled_rates(config.learning_rate, replicas, config.scale_lr)
+    return Plan(manifest, model_input_shape(manifest, config.image_size), replicas, global_batch, steps, rates,
+                round(config.warmup_epochs * steps))
+
+
+def set_precision(config: TrainConfig) -> None:
+    """Mixed precision policy (the models keep a float32 output layer)."""
+    tf.keras.mixed_precision.set_global_policy("float32" if config.precision == "fp32" else config.precision)
+
+
+def make_optimizer(run: Plan) -> tf.keras.optimizers.Optimizer:
+    """Adam on the warmup-then-constant schedule of the plan."""
+    return tf.keras.optimizers.legacy.Adam(WarmupSchedule(*run.learning_rate, run.warmup_steps))
+
+
+def loss_function(reduction: str = "auto") -> tf.keras.losses.Loss:
+    return tf.keras.losses.SparseCategoricalCrossentropy(
+        reduction=tf.keras.losses.Reduction.NONE if reduction == "none" else tf.keras.losses.Reduction.AUTO)
+
+
+def reporting_callbacks(config: TrainConfig, run: Plan) -> list[tf.keras.callbacks.Callback]:
+    """The reporting side of one process that speaks for all: throughput, MLflow, TensorBoard."""
+    callbacks: list[tf.keras.callbacks.Callback] = [Throughput(run.steps_per_epoch * run.global_batch),
+                                                     EpochReport(mlflow_metric_sink())]
+    if config.tensorboard:
+        callbacks.append(tf.keras.callbacks.TensorBoard(str(config.out_dir / "tensorboard"), profile_batch=0))
+    return callbacks
+
+
+def weights_digest(model: tf.keras.Model) -> str:
+    """sha256 over all weights, to compare ranks."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()
+
+
+def save_results(config: TrainConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
+                 started_epoch: int) -> None:
+    """The final model (spec + weights) and a summary of the run, into out_dir."""
+    spec = {"model": config.model, "input_shape": list(run.input_shape),
+            "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"]}
+    save_model(model, spec, out_dir)
+    summary = {"backend": config.backend, "world_size": run.replicas, "global_batch_size": run.global_batch,
+               "steps_per_epoch": run.steps_per_epoch, "learning_rate": run.learning_rate[1],
+               "warmup_start_learning_rate": run.learning_rate[0], "warmup_steps": run.warmup_steps,
+               "resumed_from_epoch": started_epoch, "precision": config.precision,
+               "history": {key: [float(x) for x in values] for key, values in history.items()},
+               "config": {key: str(value) for key, value in vars(config).items()}}
+    tmp = out_dir / ".train_summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    os.replace(tmp, out_dir / "train_summary.json")

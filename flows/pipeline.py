@@ -4,7 +4,6 @@ Run directly:  python -m flows.pipeline [--set train.epochs=5 ...]
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 
 from tasks import steps, version
-from tasks.params import Params, ParamsError, load_params, parse_assignments
-from tasks.preflight import PreflightError, preflight_launch
+from tasks.params import Params, ParamsError, load_params
 
 
 def validation_markdown(report: dict[str, Any]) -> str:
@@ -92,16 +90,9 @@ def training_pipeline(overrides: dict[str, Any] | None = None) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=__doc__)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        overrides = parse_assignments(args.overrides)
-        params = load_params(overrides)
-        check_versionable(params)  # bad values stop here, before Prefect starts anything
-        preflight_launch(params)
-    except (ParamsError, PreflightError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    from flows.cli import checked_overrides
+    overrides = checked_overrides("python -m flows.pipeline", __doc__, argv, check_versionable)
+    if overrides is None:
         return 2
     result = training_pipeline(overrides)
     print(f"mlflow run id:  {result['run_id']}")

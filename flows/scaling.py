@@ -4,7 +4,6 @@ Run directly:  python -m flows.scaling [--set train.scaling_np=[1,2] --set epoch
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
@@ -12,9 +11,9 @@ from prefect import flow, get_run_logger, task
 
 from flows.pipeline import check_versionable, prepare_task, version_task
 from tasks import steps, tracking
-from tasks.params import Params, ParamsError, load_params, parse_assignments
+from flows.cli import checked_overrides, with_np
+from tasks.params import Params, load_params
 from tasks.paths import OUTPUTS_DIR
-from tasks.preflight import PreflightError, preflight_launch
 
 
 @task(name="train-at-np")
@@ -48,23 +47,14 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     version_task()
     runs = []
     for np in sorted(set(params.train.scaling_np)):
-        at_np = params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
-        runs.append((np, train_at_np_task(at_np)))
+        runs.append((np, train_at_np_task(with_np(params, np))))
     return report_task(params, runs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.scaling", description=__doc__)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        overrides = parse_assignments(args.overrides)
-        params = load_params(overrides)
-        check_versionable(params)
-        for np in params.train.scaling_np:
-            preflight_launch(params.model_copy(update={"train": params.train.model_copy(update={"np": np})}))
-    except (ParamsError, PreflightError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    overrides = checked_overrides("python -m flows.scaling", __doc__, argv, check_versionable,
+                                  counts=lambda params: params.train.scaling_np)
+    if overrides is None:
         return 2
     for row in scaling_flow(overrides):
         print(f"np={row['np']}: {row['images_per_sec']:,.1f} images/sec, efficiency {row['scaling_efficiency']:.3f}")

@@ -54,6 +54,9 @@ def test_mixed_precision_trains_with_a_float32_output(policy: str) -> None:
     ({"controller": "mpi"}, {}, "Horovod is not built with the MPI controller"),
 ])
 def test_each_preflight_error_is_one_clear_line(digits_data: Path, train: dict, inputs: dict, message: str) -> None:
+    from tasks.preflight import check_build_report
+    if train.get("controller") == "mpi" and "[X] MPI" in check_build_report().split("Available Tensor")[0]:
+        pytest.skip("this Horovod has MPI")
     with pytest.raises(PreflightError, match=f"^{message}"):
         preflight(Params(train=TrainParams(**train), input=InputParams(**inputs)), digits_data)
 

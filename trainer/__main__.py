@@ -32,6 +32,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     add("--no-resume", dest="resume", action="store_false")
     add("--replicas", type=int, default=1, help="single-process strategies: devices (logical CPUs without GPU)")
     add("--fp16-allreduce", action="store_true")
+    add("--steps-per-execution", type=int, default=1, help="Keras fit: steps per compiled call")
     add("--image-size", type=int, default=None, help="square input size (default: the data's)")
     add("--augment", dest="augmented", action="store_true", help="augment training images")
     add("--no-cache", dest="cache", action="store_false", help="do not cache decoded images")

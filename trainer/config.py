@@ -28,6 +28,7 @@ class TrainConfig:
     resume: bool = True
     replicas: int = 1  # single-process strategies: devices to use (logical CPUs when there is no GPU)
     fp16_allreduce: bool = False
+    steps_per_execution: int = 1  # Keras fit: training steps per compiled call (less Python per step)
     image_size: int | None = None
     augmented: bool = False
     cache: bool = True

@@ -74,7 +74,7 @@ def compiled_model(config: TrainConfig, run: session.Plan, strategy: tf.distribu
     with strategy.scope():
         model = build_model(config.model, run.input_shape, run.manifest["num_classes"])
         model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(), metrics=["accuracy"],
-                      jit_compile=config.jit_compile)
+                      jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution)
     return model
 
 

@@ -1,6 +1,7 @@
 """Backend `horovod`: Keras fit with hvd.DistributedOptimizer, broadcast from rank 0, own metric averaging."""
 from __future__ import annotations
 
+import math
 
 import horovod.tensorflow.keras as hvd
 import tensorflow as tf
@@ -19,7 +20,8 @@ def compiled_model(config: TrainConfig, run: session.Plan) -> tf.keras.Model:
     compression = horovod_common.compression() if config.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(session.make_optimizer(run),  # Horovod: averaged gradients
                                          compression=compression)
-    model.compile(optimizer=optimizer, loss=session.loss_function(), metrics=["accuracy"])
+    model.compile(optimizer=optimizer, loss=session.loss_function(), metrics=["accuracy"],
+                  steps_per_execution=config.steps_per_execution)
     return model
 
 
@@ -41,13 +43,15 @@ def train(config: TrainConfig) -> None:
     model = compiled_model(config, run)
     checkpoints = Checkpoints(config.checkpoints, model, model.optimizer, config.keep_checkpoints)
     started = horovod_common.resume(config, checkpoints)
+    hvd.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even when a call runs many steps
     train_data = rank_dataset(config.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part
                               batch_size=config.batch_size, training=True, seed=config.seed + rank,
                               input_shape=run.input_shape, augmented=config.augmented, cache=config.cache)
     val_data = rank_dataset(config.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod: own part
                             batch_size=config.batch_size, input_shape=run.input_shape)
+    val_steps = math.ceil(rank_record_count(run.manifest, "validation", rank, size) / config.batch_size)  # Horovod
     history = model.fit(train_data, steps_per_epoch=run.steps_per_epoch, epochs=config.epochs,
-                        initial_epoch=started, verbose=0, validation_data=val_data,
+                        initial_epoch=started, verbose=0, validation_data=val_data, validation_steps=val_steps,
                         callbacks=callbacks(config, run, rank, size, checkpoints))
     if config.print_weights_digest:
         print(f"weights_sha256 rank={rank} {session.weights_digest(model)}", flush=True)  # Horovod: every rank

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import horovod.tensorflow as hvd_tf
 import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 
@@ -43,7 +44,7 @@ def train(config: TrainConfig) -> None:
     model = compiled_model(config, run)
     checkpoints = Checkpoints(config.checkpoints, model, model.optimizer, config.keep_checkpoints)
     started = horovod_common.resume(config, checkpoints)
-    hvd.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even when a call runs many steps
+    hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
     train_data = rank_dataset(config.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part
                               batch_size=config.batch_size, training=True, seed=config.seed + rank,
                               input_shape=run.input_shape, augmented=config.augmented, cache=config.cache)

@@ -47,7 +47,9 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     version_task()
     runs = []
     for np in sorted(set(params.train.scaling_np)):
-        runs.append((np, train_at_np_task(with_np(params, np))))
+        fresh = with_np(params, np)  # measurements train from scratch, never from an earlier run's checkpoint
+        fresh = fresh.model_copy(update={"train": fresh.train.model_copy(update={"resume": False})})
+        runs.append((np, train_at_np_task(fresh)))
     return report_task(params, runs)
 
 

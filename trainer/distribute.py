@@ -9,8 +9,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
-
 import tensorflow as tf
 
 from trainer import session

@@ -27,9 +27,9 @@ def start(config: TrainConfig) -> tuple[int, int]:
     return hvd.rank(), hvd.size()
 
 
-def compression() -> type:
-    """Gradient compression for the allreduce."""
-    return hvd.Compression.fp16
+def compression(config: TrainConfig) -> type:
+    """Gradient compression for the allreduce: fp16 when configured, else none."""
+    return hvd.Compression.fp16 if config.fp16_allreduce else hvd.Compression.none
 
 
 def resume(config: TrainConfig, checkpoints: Checkpoints) -> int:

@@ -18,9 +18,8 @@ from trainer.models import build_model
 def compiled_model(config: TrainConfig, run: session.Plan) -> tf.keras.Model:
     """The model compiled with a DistributedOptimizer on the scaled, warmed-up learning rate."""
     model = build_model(config.model, run.input_shape, run.manifest["num_classes"])
-    compression = horovod_common.compression() if config.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(session.make_optimizer(run),  # Horovod: averaged gradients
-                                         compression=compression)
+                                         compression=horovod_common.compression(config))
     model.compile(optimizer=optimizer, loss=session.loss_function(), metrics=["accuracy"],
                   steps_per_execution=config.steps_per_execution)
     return model

@@ -13,7 +13,7 @@ import tensorflow as tf
 from trainer import horovod_common, session
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainConfig
-from trainer.data import rank_dataset, rank_record_count
+from trainer.data import rank_dataset
 from trainer.models import build_model
 from trainer.schedule import current_rate
 
@@ -27,7 +27,7 @@ class TapeLoop:
         self.scaled = config.precision == "mixed_float16"
         self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
         self.loss_fn = session.loss_function("none")
-        self.compression = horovod_common.compression() if config.fp16_allreduce else hvd.Compression.none
+        self.compression = horovod_common.compression(config)
         self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "correct", "seen")}
 
     @tf.function

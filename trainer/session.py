@@ -6,8 +6,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 import tensorflow as tf
 

@@ -73,6 +73,7 @@ class TrainParams(_Section):
     warmup_epochs: float = Field(2.0, ge=0)
     precision: Literal["fp32", "mixed_float16", "mixed_bfloat16"] = "fp32"
     jit_compile: bool = False
+    steps_per_execution: int = Field(4, ge=1)  # Keras fit backends: training steps per compiled call
     fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce
     seed: int = 42
     keep_checkpoints: int = Field(3, ge=1)

@@ -57,7 +57,7 @@ def trainer_args(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: 
             "--batch-size", str(train.batch_size), "--learning-rate", str(train.learning_rate),
             "--warmup-epochs", str(train.warmup_epochs), "--precision", train.precision,
             "--seed", str(train.seed), "--keep-checkpoints", str(train.keep_checkpoints),
-            "--replicas", str(train.np)]
+            "--replicas", str(train.np), "--steps-per-execution", str(train.steps_per_execution)]
     flags = {"--no-scale-lr": not train.scale_lr, "--jit-compile": train.jit_compile, "--augment": augmented,
              "--no-cache": not inputs.cache, "--fp16-allreduce": train.fp16_allreduce,
              "--no-resume": not train.resume}

@@ -10,7 +10,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run test ui repro clean
+.PHONY: setup run test ui serve repro clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,9 @@ test: setup
 
 ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+
+serve: setup
+	@bash scripts/serve.sh
 
 repro: setup
 	$(VENV)/bin/dvc repro

@@ -1,36 +1,54 @@
-"""The training pipeline: prepare -> version -> train (horovodrun) -> evaluate -> export, tracked in MLflow.
+"""The training pipeline: prepare -> version -> train (horovodrun) -> evaluate -> export -> register, in MLflow.
 
-Run directly:  python -m flows.pipeline [--set train.epochs=5 ...]
+Deployed by prefect.yaml as `training-pipeline/train` (on demand) and `training-pipeline/retrain` (weekly; skips
+when data, code and params are those of the last successful run, unless force=true).
+Run directly:  python -m flows.pipeline [--set train.epochs=5 ...] [--skip-unchanged] [--force]
 """
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Optional
 
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import INPUTS
+from pydantic import PositiveFloat, PositiveInt
 
+from flows import summary
 from tasks import steps, version
-from tasks.params import Params, ParamsError, load_params
+from tasks.params import TrainParams, Params, ParamsError, load_params
+from tasks.paths import MODEL_DIR, PREPARED_DIR
+from trainer.models import MODEL_BUILDERS
+
+Backend = TrainParams.model_fields["backend"].annotation
+ModelName = Literal[tuple(sorted(MODEL_BUILDERS))]  # type: ignore[valid-type]
 
 
-def validation_markdown(report: dict[str, Any]) -> str:
-    """The validation report as a markdown table for the Prefect UI."""
-    rows = [f"| {split} | {s['records']} | {s['shards']} | {s['bytes']:,} |" for split, s in report["splits"].items()]
-    return "\n".join([f"### Data validation: {report['source']} — valid", "",
-                      f"{report['classes']} classes, image shape {report['image_shape']}, "
-                      f"conversion {'skipped (up to date)' if report['skipped'] else 'done'}", "",
-                      "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows])
+@task(name="convert")
+def convert_task(params: Params) -> bool:
+    return steps.convert_step(params, on_line=get_run_logger().info)
 
 
-@task(name="prepare")
-def prepare_task(params: Params) -> dict[str, Any]:
+@task(name="validate", cache_policy=INPUTS, cache_expiration=timedelta(days=7), persist_result=True)
+def validate_task(data_dir: str, manifest_sha256: str) -> dict[str, Any]:
+    """Read-only: checks every shard against the manifest; cached by (data dir, manifest digest)."""
+    from tasks.validate import validate
+    report = validate(Path(data_dir))
+    get_run_logger().info("validated: %s", report["splits"])
+    return report
+
+
+def prepare_data(params: Params) -> dict[str, Any]:
+    """Convert (unless up to date), validate (cached by data version), publish the validation artifact."""
     from prefect.artifacts import create_markdown_artifact
-    logger = get_run_logger()
-    report = steps.prepare_step(params, on_line=logger.info)
-    create_markdown_artifact(validation_markdown(report), key="data-validation",
+    skipped = convert_task(params)
+    report = validate_task(str(PREPARED_DIR), steps.manifest_digest())
+    steps.save_validation_report(report)
+    create_markdown_artifact(summary.validation_markdown(report, skipped), key="data-validation",
                              description="validation of the prepared TFRecord shards")
-    logger.info("validated: %s", report["splits"])
     return report
 
 
@@ -44,6 +62,7 @@ def version_task() -> version.DataVersion:
 
 @task(name="train")
 def train_task(params: Params) -> str:
+    """horovodrun training; a retry resumes from the run's last checkpoint (train.resume)."""
     from tasks.launch import is_noise
     logger = get_run_logger()
     return steps.train_step(params, on_line=lambda line: (logger.debug if is_noise(line) else logger.info)(line))
@@ -57,6 +76,13 @@ def evaluate_task(run_id: str) -> dict[str, float]:
 @task(name="export")
 def export_task(run_id: str) -> str:
     return str(steps.export_step(run_id))
+
+
+@task(name="register")
+def register_task(run_id: str, params: Params) -> str:
+    decision = steps.register_step(run_id, params)
+    get_run_logger().info(decision.sentence())
+    return decision.sentence()
 
 
 @task(name="record-outputs")
@@ -75,29 +101,82 @@ def check_versionable(params: Params) -> None:
         raise ParamsError("data.* overrides cannot be versioned by DVC: change them in params.yaml")
 
 
-@flow(name="training-pipeline")
-def training_pipeline(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run every step once; returns the MLflow run id, test metrics and the SavedModel path."""
-    params = load_params(overrides)
-    check_versionable(params)
-    prepare_task(params)
-    version_task()
-    run_id = train_task(params)
+def run_link(params: Params, run_id: str) -> str:
+    """The MLflow UI page of a run (`make ui`)."""
+    from tasks.tracking import experiment_id
+    return f"{params.tracking.ui_url}/#/experiments/{experiment_id(params.tracking.experiment)}/runs/{run_id}"
+
+
+def train_and_register(params: Params) -> dict[str, Any]:
+    """Train (with retries), evaluate, export, register; publish the per-epoch table."""
+    from prefect.artifacts import create_table_artifact
+    retrying = train_task.with_options(retries=params.pipeline.train_retries,
+                                       retry_delay_seconds=params.pipeline.retry_delay_seconds)
+    run_id = retrying(params)
     metrics = evaluate_task(run_id)
     savedmodel = export_task(run_id)
+    gate = register_task(run_id, params)
     record_outputs_task(params)
-    return {"run_id": run_id, **metrics, "savedmodel": savedmodel}
+    history = json.loads((MODEL_DIR / "train_summary.json").read_text())["history"]
+    create_table_artifact(summary.epoch_rows(history), key="epoch-metrics",
+                          description=f"per-epoch metrics of MLflow run {run_id}")
+    return {"run_id": run_id, "metrics": metrics, "savedmodel": savedmodel, "gate": gate}
+
+
+def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The flow's named parameters (those given) as train.* overrides, then the free-form overrides."""
+    given = {f"train.{key}": value for key, value in named.items() if value is not None}
+    return given | dict(overrides or {})
+
+
+@flow(name="training-pipeline")
+def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[PositiveInt] = None,
+                      batch_size: Optional[PositiveInt] = None, learning_rate: Optional[PositiveFloat] = None,
+                      backend: Optional[Backend] = None, model: Optional[ModelName] = None,  # type: ignore[valid-type]
+                      overrides: Optional[dict[str, Any]] = None, skip_unchanged: bool = False,
+                      force: bool = False) -> dict[str, Any]:
+    """Run every step once (params.yaml + the given values); with skip_unchanged, skip training when data,
+    code and params are those of the last successful run, unless force."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from tasks.retrain import last_successful_run, run_state
+    params = load_params(flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size,
+                                         "learning_rate": learning_rate, "backend": backend, "model": model},
+                                        overrides))
+    check_versionable(params)
+    prepare_data(params)
+    data_version = version_task()
+    state = run_state(params, data_version.data_hash)
+    previous = last_successful_run(params.tracking.experiment, state) if skip_unchanged and not force else None
+    if previous:
+        get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
+        create_markdown_artifact(summary.skipped_markdown(previous, state.__dict__, run_link(params, previous)),
+                                 key="run-summary", description="retraining skipped")
+        return {"skipped": True, "run_id": previous}
+    result = train_and_register(params)
+    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), state.__dict__,
+                                                  run_link(params, result["run_id"])),
+                             key="run-summary", description=f"MLflow run {result['run_id']}")
+    return {"skipped": False, **result}
 
 
 def main(argv: list[str] | None = None) -> int:
     from flows.cli import checked_overrides
-    overrides = checked_overrides("python -m flows.pipeline", __doc__, argv, check_versionable)
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--skip-unchanged", action="store_true")
+    parser.add_argument("--force", action="store_true")
+    flags, rest = parser.parse_known_args(argv)
+    overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, check_versionable)
     if overrides is None:
         return 2
-    result = training_pipeline(overrides)
+    result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)
+    if result["skipped"]:
+        print(f"training skipped: nothing changed since mlflow run {result['run_id']}")
+        return 0
     print(f"mlflow run id:  {result['run_id']}")
-    print(f"test accuracy:  {result['test_accuracy']:.4f}")
+    print(f"test accuracy:  {result['metrics']['test_accuracy']:.4f}")
     print(f"SavedModel:     {Path(result['savedmodel'])}")
+    print(f"gate:           {result['gate']}")
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from flows.pipeline import check_versionable, prepare_task, version_task
+from flows.pipeline import check_versionable, prepare_data, version_task
 from tasks import steps, tracking
 from flows.cli import checked_overrides, with_np
 from tasks.params import Params, load_params
@@ -43,7 +43,7 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     """Prepare and version once, train at each np in ascending order, report the scaling table."""
     params = load_params(overrides)
     check_versionable(params)
-    prepare_task(params)
+    prepare_data(params)
     version_task()
     runs = []
     for np in sorted(set(params.train.scaling_np)):

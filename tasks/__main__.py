@@ -1,25 +1,32 @@
-"""Command line for single steps, as dvc.yaml runs them: python -m tasks {prepare,version,train,evaluate,export}.
+"""Command line for single steps, as dvc.yaml runs them:
+python -m tasks {prepare,train,evaluate,export,register}.
 
-Not DVC stages (they run DVC themselves):
+Not DVC stages:
   version                        record the prepared data in dvc.lock and push it to the DVC remote
   restore --run-id ID            bring back data/prepared exactly as MLflow run ID used it
   restore --data-hash HASH       the same, by DVC hash
+  compare [--last N] [--csv F]   the last N runs side by side (differing params, metrics, data hash), and as CSV
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tasks.params import ParamsError, load_params, parse_assignments
+from tasks.paths import OUTPUTS_DIR
 from tasks.preflight import PreflightError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["prepare", "version", "train", "evaluate", "export", "restore"])
+    parser.add_argument("step", choices=["prepare", "version", "train", "evaluate", "export", "register", "restore",
+                                         "compare"])
     parser.add_argument("--run-id", help="restore: the MLflow run whose data to bring back")
     parser.add_argument("--data-hash", help="restore: the DVC hash of the data to bring back")
+    parser.add_argument("--last", type=int, default=5, help="compare: how many runs (newest first)")
+    parser.add_argument("--csv", type=Path, default=OUTPUTS_DIR / "compare.csv", help="compare: CSV to write")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. train.epochs=3 or epochs=3)")
     return parser.parse_args(argv)
@@ -49,8 +56,10 @@ def run_step(step: str, overrides: dict[str, str]) -> None:
         print(f"mlflow run: {steps.train_step(params)}")
     elif step == "evaluate":
         print(steps.evaluate_step(steps.model_run_id()))
-    else:
+    elif step == "export":
         print(f"savedmodel: {steps.export_step(steps.model_run_id())}")
+    else:
+        print(steps.register_step(steps.model_run_id(), params).sentence())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,9 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.step == "restore":
             restore(args.run_id, args.data_hash)
+        elif args.step == "compare":
+            from tasks.compare import compare
+            print(compare(load_params(parse_assignments(args.overrides)).tracking.experiment, args.last, args.csv))
         else:
             run_step(args.step, parse_assignments(args.overrides))
-    except (ParamsError, PreflightError) as error:
+    except (ParamsError, PreflightError, LookupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -97,6 +97,19 @@ class TrainParams(_Section):
 
 class TrackingParams(_Section):
     experiment: str = Field("ringflow", min_length=1)
+    ui_url: str = "http://127.0.0.1:5000"  # where `make ui` serves MLflow (links in the Prefect summary)
+
+
+class RegistryParams(_Section):
+    """The MLflow model registry and its promotion gate."""
+    model_name: str = Field("ringflow", min_length=1)
+    min_delta: float = Field(0.001, ge=0)  # test accuracy a new model must gain over `champion` to replace it
+
+
+class PipelineParams(_Section):
+    """How the Prefect flow runs the steps."""
+    train_retries: int = Field(1, ge=0)  # a failed training is retried and resumes from its last checkpoint
+    retry_delay_seconds: float = Field(5, ge=0)
 
 
 class Params(_Section):
@@ -104,6 +117,8 @@ class Params(_Section):
     input: InputParams = InputParams()
     train: TrainParams = TrainParams()
     tracking: TrackingParams = TrackingParams()
+    registry: RegistryParams = RegistryParams()
+    pipeline: PipelineParams = PipelineParams()
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to values, as logged to MLflow (`train.epochs` -> 20)."""

@@ -1,13 +1,19 @@
 """What a run records in MLflow: resolved params, data and code version, outputs and artifacts."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tasks import tracking
+from tasks.atomic import atomic_dir
+from tasks.charts import confusion_matrix_png, training_curves_png
+from tasks.evaluate import Evaluation
 from tasks.params import Params
+from tasks.registry import GateDecision
+from tasks.retrain import STATE_TAG, run_state
 from tasks.paths import PREPARED_DIR
 from tasks.validate import REPORT_NAME
 from tasks.version import DataVersion
@@ -24,9 +30,12 @@ def run_params(params: Params) -> dict[str, Any]:
 
 def open_run(params: Params, version: DataVersion) -> str:
     """Create the MLflow run of one pipeline run, with params, data hash and git commit."""
+    state = run_state(params, version.data_hash)
     tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
-            "ringflow.git_dirty": str(version.git_dirty).lower()}
-    logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit}
+            "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
+            "ringflow.code_version": state.code_version}
+    logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
+                                   "params_hash": state.params_hash}
     run_id = tracking.start_run(params.tracking.experiment, logged, tags)
     tracking.client().log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
     for name in (MANIFEST_NAME, REPORT_NAME):
@@ -80,3 +89,30 @@ def log_export(run_id: str, savedmodel: Path, max_abs_diff: float) -> Path:
     tracking.log_metrics(run_id, {"export_max_abs_diff": max_abs_diff})
     tracking.log_artifacts(run_id, savedmodel, "savedmodel")
     return tracking.artifact_dir(run_id) / "savedmodel"
+
+
+def metric_name(text: str) -> str:
+    """A class name as MLflow allows it in a metric key."""
+    return "".join(char if char.isalnum() or char in "_-./" else "_" for char in text)
+
+
+def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[float]], work_dir: Path) -> None:
+    """Test metrics, per-class precision/recall (metrics and JSON), confusion-matrix and training-curves PNGs."""
+    per_class_metrics = {f"test_{score}_{metric_name(name)}": values[score]
+                         for name, values in evaluation.per_class.items() for score in ("precision", "recall")}
+    tracking.log_metrics(run_id, evaluation.metrics | per_class_metrics)
+    with atomic_dir(work_dir) as tmp:
+        (tmp / "per_class.json").write_text(json.dumps(evaluation.per_class, indent=2))
+        (tmp / "confusion_matrix.json").write_text(json.dumps(
+            {"classes": evaluation.class_names, "matrix": evaluation.confusion.tolist()}))
+        confusion_matrix_png(evaluation.confusion, evaluation.class_names, tmp / "confusion_matrix.png")
+        training_curves_png(history, tmp / "training_curves.png")
+    tracking.log_artifacts(run_id, work_dir, "evaluation")
+
+
+def log_gate(run_id: str, decision: GateDecision) -> None:
+    """The promotion decision and both accuracies as run tags."""
+    client = tracking.client()
+    for key, value in {"model_version": decision.version, "decision": decision.alias,
+                       "champion_accuracy": decision.champion_accuracy, "min_delta": decision.min_delta}.items():
+        client.set_tag(run_id, f"ringflow.gate.{key}", "" if value is None else str(value))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks import tracking
+from tasks.charts import pyplot, save
 
 
 def scaling_rows(runs: list[tuple[int, str]]) -> list[dict[str, Any]]:
@@ -32,10 +33,7 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
 
 def chart(rows: list[dict[str, Any]], path: Path) -> Path:
     """A PNG: images/sec (bars) and scaling efficiency (line) by process count."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    figure, rate_axis = plt.subplots(figsize=(6, 4))
+    figure, rate_axis = pyplot().subplots(figsize=(6, 4))
     counts = [str(row["np"]) for row in rows]
     rate_axis.bar(counts, [row["images_per_sec"] for row in rows], color="#4c72b0")
     rate_axis.set_xlabel("processes (np)")
@@ -45,10 +43,7 @@ def chart(rows: list[dict[str, Any]], path: Path) -> Path:
     efficiency_axis.set_ylim(0, 1.1)
     efficiency_axis.set_ylabel("scaling efficiency")
     figure.suptitle("ringflow scaling")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def log_report(experiment: str, rows: list[dict[str, Any]], work_dir: Path) -> str:

@@ -1,6 +1,7 @@
 """The pipeline's steps as the CLI and the dvc.yaml stages run them (the Prefect flow runs the same functions)."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -8,26 +9,43 @@ from typing import Any, Callable
 from tasks import record, tracking
 from tasks.atomic import write_text_atomic
 from tasks.evaluate import evaluate
-from tasks.export import export
+from tasks.export import export, sample_test_images
 from tasks.params import Params
-from tasks.paths import METRICS_FILE, MODEL_DIR, PREPARED_DIR, SAVEDMODEL_DIR
+from tasks.paths import EVALUATION_DIR, GATE_FILE, METRICS_FILE, MODEL_DIR, PREPARED_DIR, SAVEDMODEL_DIR
 from tasks.prepare import prepare
+from tasks.registry import GateDecision, apply_gate, log_registered_model
 from tasks.train import config_key, train
 from tasks.validate import REPORT_NAME, validate
 from tasks.version import data_version
-from trainer.records import read_manifest
+from trainer.records import MANIFEST_NAME, read_manifest
 
 RUN_FILE = "run.json"
 
 
-def prepare_step(params: Params, on_line: Callable[[str], None] = print) -> dict[str, Any]:
-    """Convert (unless up to date) and validate the data; returns the validation report, also saved beside it."""
+def convert_step(params: Params, on_line: Callable[[str], None] = print) -> bool:
+    """Convert the dataset to TFRecords unless they are up to date; returns whether it was skipped."""
     result = prepare(params.data, PREPARED_DIR)
     on_line(f"prepare skipped: {PREPARED_DIR} is up to date with {params.data.dataset} and the data params"
             if result.skipped else f"prepared {params.data.dataset} into {PREPARED_DIR}")
+    return result.skipped
+
+
+def manifest_digest(data_dir: Path = PREPARED_DIR) -> str:
+    """sha256 of the manifest (it holds every shard's sha256): names one version of the prepared data."""
+    return hashlib.sha256((data_dir / MANIFEST_NAME).read_bytes()).hexdigest()
+
+
+def save_validation_report(report: dict[str, Any], data_dir: Path = PREPARED_DIR) -> None:
+    """The report beside the data (same data, same bytes)."""
+    write_text_atomic(data_dir / REPORT_NAME, json.dumps(report, indent=2))
+
+
+def prepare_step(params: Params, on_line: Callable[[str], None] = print) -> dict[str, Any]:
+    """Convert (unless up to date) and validate the data; returns the validation report, also saved beside it."""
+    skipped = convert_step(params, on_line)
     report = validate(PREPARED_DIR)
-    write_text_atomic(PREPARED_DIR / REPORT_NAME, json.dumps(report, indent=2))  # same data, same bytes
-    return report | {"skipped": result.skipped}
+    save_validation_report(report)
+    return report | {"skipped": skipped}
 
 
 def train_step(params: Params, on_line: Callable[[str], None] = print, model_dir: Path = MODEL_DIR) -> str:
@@ -47,18 +65,31 @@ def model_run_id(model_dir: Path = MODEL_DIR) -> str:
 
 
 def evaluate_step(run_id: str) -> dict[str, float]:
-    """Test metrics into the run and metrics.json."""
+    """Test metrics, per-class precision/recall, confusion matrix and training curves into the run;
+    the test metrics also into metrics.json."""
     with tracking.failing_marks_run(run_id):
-        metrics = evaluate(MODEL_DIR, PREPARED_DIR)
-        tracking.log_metrics(run_id, metrics)
-        write_text_atomic(METRICS_FILE, json.dumps(metrics, indent=2))
-    return metrics
+        evaluation = evaluate(MODEL_DIR, PREPARED_DIR)
+        history = json.loads((MODEL_DIR / "train_summary.json").read_text())["history"]
+        record.log_evaluation(run_id, evaluation, history, EVALUATION_DIR)
+        write_text_atomic(METRICS_FILE, json.dumps(evaluation.metrics, indent=2))
+    return evaluation.metrics
 
 
 def export_step(run_id: str) -> Path:
-    """SavedModel checked and logged; the run is finished. Returns the SavedModel in the artifact store."""
+    """SavedModel checked and logged. Returns the SavedModel in the artifact store."""
     with tracking.failing_marks_run(run_id):
         result = export(MODEL_DIR, SAVEDMODEL_DIR, PREPARED_DIR)
-        path = record.log_export(run_id, result.path, result.max_abs_diff)
+        return record.log_export(run_id, result.path, result.max_abs_diff)
+
+
+def register_step(run_id: str, params: Params) -> GateDecision:
+    """Log the SavedModel as an MLflow model, register it, apply the promotion gate; the run is finished."""
+    with tracking.failing_marks_run(run_id):
+        example = sample_test_images(PREPARED_DIR, MODEL_DIR, limit=2)
+        version = log_registered_model(run_id, SAVEDMODEL_DIR, example, params.registry.model_name)
+        test_accuracy = tracking.client().get_run(run_id).data.metrics["test_accuracy"]
+        decision = apply_gate(params.registry.model_name, version, test_accuracy, params.registry.min_delta)
+        record.log_gate(run_id, decision)
+        write_text_atomic(GATE_FILE, json.dumps(decision.as_dict(), indent=2))
     tracking.end_run(run_id, ok=True)
-    return path
+    return decision

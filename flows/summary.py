@@ -1,0 +1,44 @@
+"""Markdown and table text for the Prefect UI (pure functions: no Prefect, no TensorFlow)."""
+from __future__ import annotations
+
+from typing import Any
+
+SHOWN_TRAIN_PARAMS = ("backend", "np", "model", "epochs", "batch_size", "learning_rate", "precision")
+
+
+def validation_markdown(report: dict[str, Any], skipped: bool) -> str:
+    """The validation report as a markdown table."""
+    rows = [f"| {split} | {s['records']} | {s['shards']} | {s['bytes']:,} |" for split, s in report["splits"].items()]
+    return "\n".join([f"### Data validation: {report['source']} — valid", "",
+                      f"{report['classes']} classes, image shape {report['image_shape']}, "
+                      f"conversion {'skipped (up to date)' if skipped else 'done'}", "",
+                      "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows])
+
+
+def epoch_rows(history: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """One row per epoch of the training history (values rounded for display)."""
+    epochs = max((len(values) for values in history.values()), default=0)
+    return [{"epoch": epoch + 1, **{key: round(float(values[epoch]), 5) for key, values in history.items()
+                                    if epoch < len(values)}} for epoch in range(epochs)]
+
+
+def _state_lines(state: dict[str, str]) -> list[str]:
+    return [f"- data (DVC hash): `{state['data_hash']}`", f"- code (git): `{state['code_version']}`",
+            f"- params hash: `{state['params_hash']}`"]
+
+
+def run_markdown(result: dict[str, Any], train_params: dict[str, Any], state: dict[str, str], link: str) -> str:
+    """The summary of a pipeline run that trained: versions, params, metrics, gate decision, MLflow link."""
+    metrics = [f"| {key} | {value:.4f} |" for key, value in sorted(result["metrics"].items())]
+    params = [f"| {key} | {train_params[key]} |" for key in SHOWN_TRAIN_PARAMS]
+    return "\n".join([f"## Training run [{result['run_id']}]({link})", "", *_state_lines(state), "",
+                      "| param | value |", "| --- | --- |", *params, "",
+                      "| test metric | value |", "| --- | --- |", *metrics, "",
+                      f"**Gate:** {result['gate']}", "", f"SavedModel: `{result['savedmodel']}`"])
+
+
+def skipped_markdown(previous_run: str, state: dict[str, str], link: str) -> str:
+    """The summary of a retraining that found nothing changed."""
+    return "\n".join(["## Training skipped: nothing changed", "",
+                      f"Data, code and params are those of the last successful run [{previous_run}]({link}):", "",
+                      *_state_lines(state), "", "Run with `force=true` to train anyway."])

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make serve: a Prefect server on 127.0.0.1 (its SQLite database under .prefect/), the local process work pool,
+# the deployments of prefect.yaml, and a worker. Ctrl-C stops them all. PREFECT_PORT picks the port (4200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+PORT=${PREFECT_PORT:-4200}
+POOL=ringflow-local
+export PREFECT_HOME=${PREFECT_HOME:-$PWD/.prefect}
+export PREFECT_API_URL="http://127.0.0.1:${PORT}/api"
+mkdir -p "$PREFECT_HOME"
+
+"$BIN/prefect" server start --host 127.0.0.1 --port "$PORT" > "$PREFECT_HOME/server.log" 2>&1 &
+server=$!
+worker=
+trap 'kill $worker $server 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 240); do
+    "$BIN/python" -c "import urllib.request as u; u.urlopen('$PREFECT_API_URL/health', timeout=2)" 2>/dev/null && break
+    kill -0 "$server" 2>/dev/null || { echo "error: the Prefect server exited; see $PREFECT_HOME/server.log" >&2; exit 1; }
+    sleep 0.5
+done
+"$BIN/prefect" work-pool create "$POOL" --type process --overwrite > /dev/null
+"$BIN/prefect" work-pool set-concurrency-limit "$POOL" 1 > /dev/null
+"$BIN/prefect" --no-prompt deploy --all
+echo "Prefect UI and API: http://127.0.0.1:${PORT}  (export PREFECT_API_URL=$PREFECT_API_URL)"
+echo "run:  $BIN/prefect deployment run 'training-pipeline/train' --param epochs=3 --watch"
+"$BIN/prefect" worker start --pool "$POOL" --name "ringflow-worker-$(hostname)" &
+worker=$!
+wait "$worker"

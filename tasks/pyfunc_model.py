@@ -1,0 +1,20 @@
+"""The MLflow pyfunc wrapper of ringflow's SavedModel: images (float32, 0..255) -> class probabilities."""
+from __future__ import annotations
+
+from typing import Any
+
+import mlflow.pyfunc
+import numpy as np
+
+
+class SavedModelClassifier(mlflow.pyfunc.PythonModel):
+    """Serves the `serving_default` signature of the exported SavedModel."""
+
+    def load_context(self, context: Any) -> None:
+        import tensorflow as tf
+        self._serve = tf.saved_model.load(context.artifacts["savedmodel"]).signatures["serving_default"]
+
+    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> np.ndarray:
+        import tensorflow as tf
+        images = tf.constant(np.asarray(model_input, dtype=np.float32))
+        return self._serve(images=images)["probabilities"].numpy()

@@ -1,0 +1,62 @@
+"""What a training depends on (data hash, code version, params) and the last successful run that had the same:
+a scheduled retraining skips when nothing changed."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks import tracking
+from tasks.params import Params
+from tasks.paths import ROOT
+
+STATE_TAG = "ringflow.state_key"
+NOT_CODE = (":!dvc.lock", ":!params.yaml", ":!data", ":!outputs", ":!mlruns")  # outputs and data, not code
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The inputs of a training run."""
+    data_hash: str
+    code_version: str  # git commit, "+<diff digest>" when tracked code differs from it
+    params_hash: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.data_hash}|{self.code_version}|{self.params_hash}".encode()).hexdigest()[:20]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def code_version(root: Path = ROOT) -> str:
+    """HEAD's commit, with a digest of uncommitted changes to tracked code appended when there are any."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    diff = subprocess.run(["git", "diff", "HEAD", "--", ".", *NOT_CODE], cwd=root, capture_output=True, text=True)
+    return head.stdout.strip() + (f"+{_digest(diff.stdout)}" if diff.stdout.strip() else "")
+
+
+def params_hash(params: Params) -> str:
+    """Digest of the params that change what training produces (data, input, train)."""
+    chosen = {section: getattr(params, section).model_dump() for section in ("data", "input", "train")}
+    return _digest(json.dumps(chosen, sort_keys=True, default=str))
+
+
+def run_state(params: Params, data_hash: str, root: Path = ROOT) -> RunState:
+    return RunState(data_hash, code_version(root), params_hash(params))
+
+
+def last_successful_run(experiment: str, state: RunState) -> str | None:
+    """The newest FINISHED run trained from the same data, code and params, if any."""
+    client = tracking.client()
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], f"tags.`{STATE_TAG}` = '{state.key}' and "
+                              "attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].info.run_id if runs else None

@@ -66,7 +66,7 @@ def current_champion(model_name: str) -> tuple[str, float] | None:
     except MlflowException:
         return None
     accuracy = version.tags.get("test_accuracy") or client.get_run(version.run_id).data.metrics["test_accuracy"]
-    return version.version, float(accuracy)
+    return str(version.version), float(accuracy)
 
 
 def apply_gate(model_name: str, version: str, test_accuracy: float, min_delta: float) -> GateDecision:

@@ -1,6 +1,7 @@
 """Shared test helpers: a private copy of the checkout, a real Prefect server, quiet environments."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -9,6 +10,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -66,3 +68,12 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen) -> None:
 def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     """Run a command, capturing text output."""
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def api_call(api: str, path: str, body: Any = None) -> Any:
+    """JSON from the Prefect REST API: POST when body is given, else GET."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{api}{path}", data=data, headers={"Content-Type": "application/json"},
+                                     method="GET" if body is None else "POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)

@@ -57,7 +57,7 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     for key in EPOCH_METRICS:
         assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
     artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}
-    assert {"model", "savedmodel", "params.resolved.yaml", "data"} <= artifacts
+    assert {"model", "savedmodel", "params.resolved.yaml", "data", "evaluation"} <= artifacts
     data_files = {a.path for a in client.list_artifacts(pipeline_run.run_id, "data")}
     assert data_files == {"data/manifest.json", "data/validation.json"}
 
@@ -100,7 +100,8 @@ def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun,
     task_runs = json.loads(urllib.request.urlopen(urllib.request.Request(
         f"{prefect_api}/task_runs/filter", data=b"{}", headers={"Content-Type": "application/json"},
         method="POST"), timeout=30).read())
-    assert {"prepare", "version", "train", "evaluate", "export"} <= {r["name"].rsplit("-", 1)[0] for r in task_runs}
+    assert {"convert", "validate", "version", "train", "evaluate", "export", "register", "record-outputs"} <= \
+        {r["name"].rsplit("-", 1)[0] for r in task_runs}
     artifacts = json.loads(urllib.request.urlopen(urllib.request.Request(
         f"{prefect_api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"},
         method="POST"), timeout=30).read())

@@ -1,0 +1,78 @@
+"""Model registry and promotion gate, and run comparison, against a real MLflow store in a temporary folder."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tasks import tracking
+from tasks.compare import compare
+from tasks.registry import CHALLENGER, CHAMPION, apply_gate, log_registered_model
+
+EXPERIMENT = "registry-test"
+
+
+@pytest.fixture()
+def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """MLFLOW_TRACKING_URI on a fresh SQLite store; the test experiment keeps its artifacts in tmp_path."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracking.client().create_experiment(EXPERIMENT, artifact_location=(tmp_path / "artifacts").as_uri())
+    return tmp_path
+
+
+def tiny_savedmodel(path: Path) -> Path:
+    """A SavedModel with ringflow's serving signature: 8x8x1 images -> 10 probabilities."""
+    import tensorflow as tf
+    model = tf.keras.Sequential([tf.keras.layers.Input((8, 8, 1)), tf.keras.layers.Flatten(),
+                                 tf.keras.layers.Dense(10, activation="softmax")])
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 1], tf.float32, name="images")])
+    def serve(images: tf.Tensor) -> dict[str, tf.Tensor]:
+        probabilities = model(images)
+        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1)}
+
+    tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
+    return path
+
+
+def registered_run(savedmodel: Path, test_accuracy: float) -> str:
+    """A finished run holding test_accuracy and the model, registered; returns the new version."""
+    run_id = tracking.start_run(EXPERIMENT, {"learning_rate": test_accuracy, "data_hash": "abc.dir"}, {})
+    tracking.log_metrics(run_id, {"test_accuracy": test_accuracy})
+    example = np.random.default_rng(0).uniform(0, 255, (2, 8, 8, 1)).astype(np.float32)
+    return log_registered_model(run_id, savedmodel, example, "gate-test")
+
+
+def test_gate_promotes_a_better_model_and_refuses_a_worse_one(mlflow_store: Path) -> None:
+    import mlflow.pyfunc
+    savedmodel = tiny_savedmodel(mlflow_store / "savedmodel")
+    first = apply_gate("gate-test", registered_run(savedmodel, 0.90), 0.90, min_delta=0.01)
+    assert (first.alias, first.champion_accuracy) == (CHAMPION, None)
+    better = apply_gate("gate-test", registered_run(savedmodel, 0.95), 0.95, min_delta=0.01)
+    assert (better.alias, better.champion_version, better.champion_accuracy) == (CHAMPION, first.version, 0.90)
+    marginal = apply_gate("gate-test", registered_run(savedmodel, 0.955), 0.955, min_delta=0.01)
+    assert (marginal.alias, marginal.champion_version, marginal.champion_accuracy) == (CHALLENGER, better.version, 0.95)
+    client = tracking.client()
+    assert str(client.get_model_version_by_alias("gate-test", CHAMPION).version) == better.version
+    assert str(client.get_model_version_by_alias("gate-test", CHALLENGER).version) == marginal.version
+    tags = client.get_model_version("gate-test", marginal.version).tags
+    assert (tags["gate.decision"], tags["test_accuracy"], tags["gate.champion_accuracy"]) == ("challenger", "0.955", "0.95")
+    model = mlflow.pyfunc.load_model("models:/gate-test@champion")
+    assert model.metadata.signature is not None and model.metadata.saved_input_example_info is not None
+    probabilities = model.predict(np.zeros((3, 8, 8, 1), np.float32))
+    assert probabilities.shape == (3, 10) and np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_compare_lists_differing_params_and_metrics(mlflow_store: Path) -> None:
+    for rate, accuracy in ((0.001, 0.91), (0.002, 0.93), (0.004, 0.92)):
+        run_id = tracking.start_run(EXPERIMENT, {"learning_rate": rate, "epochs": 5, "data_hash": "abc.dir"}, {})
+        tracking.log_metrics(run_id, {"test_accuracy": accuracy, "images_per_sec_steady": 1000.0})
+    out = mlflow_store / "compare.csv"
+    shown = compare(EXPERIMENT, 2, out)
+    rows = list(csv.DictReader(out.open()))
+    assert [row["learning_rate"] for row in rows] == ["0.004", "0.002"]  # the newest two, newest first
+    assert [row["test_accuracy"] for row in rows] == ["0.92", "0.93"]
+    assert "epochs" not in rows[0] and rows[0]["data_hash"] == "abc.dir"
+    assert "learning_rate" in shown.splitlines()[0] and "2 runs" in shown

@@ -87,11 +87,11 @@ def register_task(run_id: str, params: Params) -> str:
 
 @task(name="record-outputs")
 def record_outputs_task(params: Params) -> bool:
-    """Record train/evaluate/export outputs in dvc.lock when they were made from params.yaml as it stands."""
+    """Record train/evaluate/export/register outputs in dvc.lock when made from params.yaml as it stands."""
     if params.train != load_params().train:
         get_run_logger().info("training params were overridden: dvc.lock keeps the outputs of params.yaml")
         return False
-    version.commit_stages("train", "evaluate", "export")
+    version.commit_stages("train", "evaluate", "export", "register")
     return True
 
 

@@ -19,7 +19,7 @@ from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
 from tasks import steps, version
-from tasks.params import TrainParams, Params, ParamsError, load_params
+from tasks.params import Params, ParamsError, TrainParams, load_params
 from tasks.paths import MODEL_DIR, PREPARED_DIR
 from trainer.models import MODEL_BUILDERS
 
@@ -33,8 +33,8 @@ def convert_task(params: Params) -> bool:
 
 
 @task(name="validate", cache_policy=INPUTS, cache_expiration=timedelta(days=7), persist_result=True)
-def validate_task(data_dir: str, manifest_sha256: str) -> dict[str, Any]:
-    """Read-only: checks every shard against the manifest; cached by (data dir, manifest digest)."""
+def validate_task(data_dir: str, data_signature: str) -> dict[str, Any]:
+    """Read-only: checks every shard against the manifest; cached by (data dir, data signature)."""
     from tasks.validate import validate
     report = validate(Path(data_dir))
     get_run_logger().info("validated: %s", report["splits"])
@@ -45,7 +45,7 @@ def prepare_data(params: Params) -> dict[str, Any]:
     """Convert (unless up to date), validate (cached by data version), publish the validation artifact."""
     from prefect.artifacts import create_markdown_artifact
     skipped = convert_task(params)
-    report = validate_task(str(PREPARED_DIR), steps.manifest_digest())
+    report = validate_task(str(PREPARED_DIR), steps.data_signature())
     steps.save_validation_report(report)
     create_markdown_artifact(summary.validation_markdown(report, skipped), key="data-validation",
                              description="validation of the prepared TFRecord shards")

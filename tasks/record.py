@@ -12,9 +12,9 @@ from tasks.atomic import atomic_dir
 from tasks.charts import confusion_matrix_png, training_curves_png
 from tasks.evaluate import Evaluation
 from tasks.params import Params
+from tasks.paths import PREPARED_DIR
 from tasks.registry import GateDecision
 from tasks.retrain import STATE_TAG, run_state
-from tasks.paths import PREPARED_DIR
 from tasks.validate import REPORT_NAME
 from tasks.version import DataVersion
 from trainer.records import MANIFEST_NAME

@@ -30,9 +30,14 @@ def convert_step(params: Params, on_line: Callable[[str], None] = print) -> bool
     return result.skipped
 
 
-def manifest_digest(data_dir: Path = PREPARED_DIR) -> str:
-    """sha256 of the manifest (it holds every shard's sha256): names one version of the prepared data."""
-    return hashlib.sha256((data_dir / MANIFEST_NAME).read_bytes()).hexdigest()
+def data_signature(data_dir: Path = PREPARED_DIR) -> str:
+    """Digest of the manifest (every shard's sha256) and of each file's size and mtime: changes when the data
+    version changes or any file is rewritten, so a cached validation never stands for other bytes."""
+    digest = hashlib.sha256((data_dir / MANIFEST_NAME).read_bytes())
+    for path in sorted(data_dir.glob("*.tfrecord")):
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
 
 
 def save_validation_report(report: dict[str, Any], data_dir: Path = PREPARED_DIR) -> None:

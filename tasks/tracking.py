@@ -41,10 +41,12 @@ def start_run(experiment: str, params: dict[str, Any], tags: dict[str, str]) -> 
 
 
 def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
-    """Log final (step-less) metrics to a run."""
-    mlflow_client = client()
-    for key, value in metrics.items():
-        mlflow_client.log_metric(run_id, key, float(value))
+    """Log final (step-less) metrics to a run, in one batch."""
+    import time
+
+    from mlflow.entities import Metric
+    now = int(time.time() * 1000)
+    client().log_batch(run_id, metrics=[Metric(key, float(value), now, 0) for key, value in metrics.items()])
 
 
 def log_params(run_id: str, params: dict[str, Any]) -> None:

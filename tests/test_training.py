@@ -35,7 +35,7 @@ def test_every_backend_trains_the_cnn(backend: str, digits_data: Path, tmp_path:
     lines: list[str] = []
     params = Params(train=TrainParams(backend=backend, np=2, epochs=6, warmup_epochs=1))
     out = train_for_test(params, digits_data, tmp_path, lines)
-    assert evaluate(out, digits_data)["test_accuracy"] >= 0.8, lines[-10:]
+    assert evaluate(out, digits_data).metrics["test_accuracy"] >= 0.8, lines[-10:]
     epochs = [line for line in lines if re.search(r"epoch \d+: ", line)]
     assert len(epochs) == 6 and all("images_per_sec=" in line for line in epochs)
     if backend in SAME_WEIGHTS:

@@ -107,11 +107,18 @@ def run_link(params: Params, run_id: str) -> str:
     return f"{params.tracking.ui_url}/#/experiments/{experiment_id(params.tracking.experiment)}/runs/{run_id}"
 
 
+def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a failed training, but not bad input (a preflight or params error stays the same)."""
+    from tasks.preflight import PreflightError
+    return not isinstance(state.result(raise_on_failure=False), (PreflightError, ParamsError))
+
+
 def train_and_register(params: Params) -> dict[str, Any]:
     """Train (with retries), evaluate, export, register; publish the per-epoch table."""
     from prefect.artifacts import create_table_artifact
     retrying = train_task.with_options(retries=params.pipeline.train_retries,
-                                       retry_delay_seconds=params.pipeline.retry_delay_seconds)
+                                       retry_delay_seconds=params.pipeline.retry_delay_seconds,
+                                       retry_condition_fn=worth_retrying)
     run_id = retrying(params)
     metrics = evaluate_task(run_id)
     savedmodel = export_task(run_id)

@@ -6,6 +6,7 @@ Multi-process ones read their cluster from TF_CONFIG (the launching task writes 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -15,7 +16,7 @@ from trainer import session
 from trainer.callbacks import CheckpointEveryEpoch
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainConfig
-from trainer.data import rank_dataset
+from trainer.data import rank_dataset, rank_record_count
 from trainer.models import build_model
 
 
@@ -94,6 +95,8 @@ def train(config: TrainConfig) -> None:
     if config.backend != "parameter-server":  # evaluation runs on the coordinator's workers otherwise
         validation["validation_data"] = rank_dataset(config.data_dir, run.manifest, "validation",
                                                      batch_size=run.global_batch, input_shape=run.input_shape)
+        validation["validation_steps"] = math.ceil(rank_record_count(run.manifest, "validation", 0, 1)
+                                                   / run.global_batch)  # needed with steps_per_execution > 1
     history = model.fit(train_input(config, run), epochs=config.epochs, initial_epoch=started,
                         steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks, **validation)
     if config.print_weights_digest:

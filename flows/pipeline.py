@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -153,15 +154,15 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     check_versionable(params)
     prepare_data(params)
     data_version = version_task()
-    state = run_state(params, data_version.data_hash)
+    state = run_state(params, data_version)
     previous = last_successful_run(params.tracking.experiment, state) if skip_unchanged and not force else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
-        create_markdown_artifact(summary.skipped_markdown(previous, state.__dict__, run_link(params, previous)),
+        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
     result = train_and_register(params)
-    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), state.__dict__,
+    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state),
                                                   run_link(params, result["run_id"])),
                              key="run-summary", description=f"MLflow run {result['run_id']}")
     return {"skipped": False, **result}

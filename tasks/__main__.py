@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             print(compare(load_params(parse_assignments(args.overrides)).tracking.experiment, args.last, args.csv))
         else:
             run_step(args.step, parse_assignments(args.overrides))
-    except (ParamsError, PreflightError, LookupError) as error:
+    except (ParamsError, PreflightError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -15,13 +15,7 @@ SKIPPED_PARAMS = {"data_hash", "git_commit", "scaling_key", "params_hash"}  # sh
 
 def last_runs(experiment: str, count: int) -> list[Any]:
     """The newest `count` training runs of the experiment (not scaling reports)."""
-    client = tracking.client()
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        raise LookupError(f"no MLflow experiment named {experiment!r}")
-    runs = client.search_runs([found.experiment_id], "params.data_hash != ''",
-                              order_by=["attributes.start_time DESC"], max_results=count)
-    return list(runs)
+    return tracking.newest_runs(experiment, "params.data_hash != ''", max_results=count)
 
 
 def differing_params(runs: list[Any]) -> list[str]:
@@ -62,6 +56,6 @@ def compare(experiment: str, count: int, csv_path: Path) -> str:
     """The comparison table of the last `count` runs; the CSV is written to csv_path."""
     rows = comparison_rows(last_runs(experiment, count))
     if not rows:
-        return f"no training runs in experiment {experiment!r} yet"
+        return f"no training runs in MLflow experiment {experiment!r} yet"
     write_text_atomic(csv_path, rows_csv(rows))
     return table(rows) + f"\n\n{len(rows)} runs; CSV: {csv_path}"

@@ -30,7 +30,7 @@ def run_params(params: Params) -> dict[str, Any]:
 
 def open_run(params: Params, version: DataVersion) -> str:
     """Create the MLflow run of one pipeline run, with params, data hash and git commit."""
-    state = run_state(params, version.data_hash)
+    state = run_state(params, version)
     tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
             "ringflow.code_version": state.code_version}
@@ -53,13 +53,8 @@ def steady_images_per_sec(summary: dict[str, Any]) -> float:
 
 def single_process_rate(experiment: str, key: str) -> float | None:
     """images_per_sec_steady of the latest finished np=1 run with this config key, if any."""
-    mlflow_client = tracking.client()
-    found = mlflow_client.get_experiment_by_name(experiment)
-    if found is None:
-        return None
-    runs = mlflow_client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"], max_results=1,
-                                     filter_string=f"params.scaling_key = '{key}' and params.np = '1' "
-                                                   "and attributes.status = 'FINISHED'")
+    runs = tracking.newest_runs(experiment, f"params.scaling_key = '{key}' and params.np = '1' "
+                                            "and attributes.status = 'FINISHED'")
     return runs[0].data.metrics.get("images_per_sec_steady") if runs else None
 
 

@@ -29,7 +29,8 @@ class GateDecision:
     def sentence(self) -> str:
         """One line for logs and summaries."""
         if self.champion_accuracy is None:
-            return f"{self.model_name} v{self.version} is {CHAMPION}: first model (test accuracy {self.test_accuracy:.4f})"
+            return (f"{self.model_name} v{self.version} is {CHAMPION}: first model "
+                    f"(test accuracy {self.test_accuracy:.4f})")
         verb = "promoted to" if self.alias == CHAMPION else "kept as"
         return (f"{self.model_name} v{self.version} {verb} {self.alias}: test accuracy {self.test_accuracy:.4f} vs "
                 f"{CHAMPION} v{self.champion_version} {self.champion_accuracy:.4f} (min_delta {self.min_delta})")

@@ -11,6 +11,7 @@ from pathlib import Path
 from tasks import tracking
 from tasks.params import Params
 from tasks.paths import ROOT
+from tasks.version import DataVersion
 
 STATE_TAG = "ringflow.state_key"
 NOT_CODE = (":!dvc.lock", ":!params.yaml", ":!data", ":!outputs", ":!mlruns")  # outputs and data, not code
@@ -32,13 +33,10 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def code_version(root: Path = ROOT) -> str:
-    """HEAD's commit, with a digest of uncommitted changes to tracked code appended when there are any."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
-    if head.returncode != 0:
-        return "unknown"
+def code_version(git_commit: str, root: Path = ROOT) -> str:
+    """The commit, with a digest of uncommitted changes to tracked code appended when there are any."""
     diff = subprocess.run(["git", "diff", "HEAD", "--", ".", *NOT_CODE], cwd=root, capture_output=True, text=True)
-    return head.stdout.strip() + (f"+{_digest(diff.stdout)}" if diff.stdout.strip() else "")
+    return git_commit + (f"+{_digest(diff.stdout)}" if diff.stdout.strip() else "")
 
 
 def params_hash(params: Params) -> str:
@@ -47,16 +45,12 @@ def params_hash(params: Params) -> str:
     return _digest(json.dumps(chosen, sort_keys=True, default=str))
 
 
-def run_state(params: Params, data_hash: str, root: Path = ROOT) -> RunState:
-    return RunState(data_hash, code_version(root), params_hash(params))
+def run_state(params: Params, version: DataVersion, root: Path = ROOT) -> RunState:
+    """The state of a training from these params on the data and git state of `version`."""
+    return RunState(version.data_hash, code_version(version.git_commit, root), params_hash(params))
 
 
 def last_successful_run(experiment: str, state: RunState) -> str | None:
     """The newest FINISHED run trained from the same data, code and params, if any."""
-    client = tracking.client()
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return None
-    runs = client.search_runs([found.experiment_id], f"tags.`{STATE_TAG}` = '{state.key}' and "
-                              "attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"], max_results=1)
+    runs = tracking.newest_runs(experiment, f"tags.`{STATE_TAG}` = '{state.key}' and attributes.status = 'FINISHED'")
     return runs[0].info.run_id if runs else None

@@ -40,6 +40,16 @@ def start_run(experiment: str, params: dict[str, Any], tags: dict[str, str]) -> 
     return run.info.run_id
 
 
+def newest_runs(experiment: str, filter_string: str = "", max_results: int = 1) -> list[Any]:
+    """Runs of the experiment matching the filter, newest first; none when the experiment does not exist yet."""
+    mlflow_client = client()
+    found = mlflow_client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return list(mlflow_client.search_runs([found.experiment_id], filter_string, max_results=max_results,
+                                          order_by=["attributes.start_time DESC"]))
+
+
 def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
     """Log final (step-less) metrics to a run, in one batch."""
     import time

@@ -29,7 +29,8 @@ def test_ten_classes_have_no_top5_and_exact_precision_recall() -> None:
     assert set(evaluation.metrics) == {"test_loss", "test_accuracy"}
     assert evaluation.metrics["test_accuracy"] == pytest.approx(12 / 14)
     rest = np.linspace(0.009, 0.001, 10)
-    assert evaluation.metrics["test_loss"] == pytest.approx(-(12 * np.log(0.6) + np.log(rest[0]) + np.log(rest[2])) / 14)
+    expected_loss = -(12 * np.log(0.6) + np.log(rest[0]) + np.log(rest[2])) / 14
+    assert evaluation.metrics["test_loss"] == pytest.approx(expected_loss)
     assert evaluation.per_class["0"] == {"precision": 0.5, "recall": 0.5, "support": 2}
     assert evaluation.per_class["1"] == {"precision": pytest.approx(2 / 3), "recall": 1.0, "support": 2}
     assert evaluation.per_class["2"] == {"precision": 1.0, "recall": 0.5, "support": 2}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.helpers import BIN, PYTHON, copy_checkout, quiet_env, run
+from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
 
 EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy", "images_per_sec")
 
@@ -92,19 +91,12 @@ def test_savedmodel_reloads_and_matches_the_trained_model(pipeline_run: Pipeline
 
 
 def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun, prefect_api: str) -> None:
-    request = urllib.request.Request(f"{prefect_api}/flow_runs/filter", data=json.dumps({}).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        flow_runs = json.load(response)
+    flow_runs = api_call(prefect_api, "/flow_runs/filter", {})
     assert [r["state_type"] for r in flow_runs] == ["COMPLETED"]
-    task_runs = json.loads(urllib.request.urlopen(urllib.request.Request(
-        f"{prefect_api}/task_runs/filter", data=b"{}", headers={"Content-Type": "application/json"},
-        method="POST"), timeout=30).read())
+    task_runs = api_call(prefect_api, "/task_runs/filter", {})
     assert {"convert", "validate", "version", "train", "evaluate", "export", "register", "record-outputs"} <= \
         {r["name"].rsplit("-", 1)[0] for r in task_runs}
-    artifacts = json.loads(urllib.request.urlopen(urllib.request.Request(
-        f"{prefect_api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"},
-        method="POST"), timeout=30).read())
+    artifacts = api_call(prefect_api, "/artifacts/filter", {})
     validation = [a for a in artifacts if a["key"] == "data-validation"]
     assert len(validation) == 1 and "| train | 1257 | 8 |" in validation[0]["data"]
 
@@ -150,7 +142,5 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
     assert {a.path for a in client.list_artifacts(report.info.run_id)} == {"scaling.csv", "scaling.png"}
     (two,) = client.search_runs([experiment], "params.np = '2' and params.epochs = '3'")
     assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
-    artifacts = json.loads(urllib.request.urlopen(urllib.request.Request(
-        f"{prefect_api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"},
-        method="POST"), timeout=30).read())
+    artifacts = api_call(prefect_api, "/artifacts/filter", {})
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)

@@ -1,7 +1,7 @@
 """Per-rank tf.data input pipeline over the prepared TFRecord shards.
 
 shards -> this rank's files (or records) -> parallel interleaved reads -> parallel parse + decode (+ resize)
--> optional cache -> seeded shuffle -> augmentation (training) -> batch -> prefetch.
+-> optional cache -> seeded shuffle -> augmentation (training) -> batch -> float32 -> prefetch.
 """
 from __future__ import annotations
 
@@ -95,7 +95,10 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     images = records.map(_loader(shape, resize), num_parallel_calls=autotune)
     if training:
         images = (images.cache() if cache else images).shuffle(4096, seed=seed).repeat()
-    images = images.map(lambda image, label: (tf.cast(image, tf.float32), label), num_parallel_calls=autotune)
     if training and augmented:
-        images = images.map(lambda image, label: (augment(image, shape), label), num_parallel_calls=autotune)
-    return images.batch(batch_size, drop_remainder=training).prefetch(autotune)
+        images = images.map(lambda image, label: (augment(tf.cast(image, tf.float32), shape), label),
+                            num_parallel_calls=autotune)
+    batches = images.batch(batch_size, drop_remainder=training)
+    # One cast per batch, not per image: less tf.data work beside the training threads.
+    batches = batches.map(lambda image, label: (tf.cast(image, tf.float32), label), num_parallel_calls=autotune)
+    return batches.prefetch(autotune)

@@ -68,8 +68,8 @@ def solo_rate(data_path: Path, batch_size: int, start_at: float, seconds: float)
     arrays = np.load(data_path)
     batches = tf.data.Dataset.from_tensor_slices((arrays["x"].astype(np.float32), arrays["y"]))
     batches = batches.batch(batch_size, drop_remainder=True).cache().repeat()
-    # Without this, tf.data's autotune thread can hold each fit's end until its next optimisation tick
-    # (10 ms doubling: a 3.3 s fit then takes 5.11 s), which made this ceiling swing between 0.76 and 0.95.
+    # Without this, tf.data's autotune thread can hold each fit's end until its next optimisation tick (10 ms,
+    # doubling: a fit of 3.8 s of steps then ends at 5.11 s), which made this ceiling swing between 0.76 and 0.95.
     options = tf.data.Options()
     options.autotune.enabled = False
     batches = batches.with_options(options)

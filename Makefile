@@ -1,8 +1,8 @@
-# ringflow: `make run` (set-up + the pipeline on the built-in dataset), `make test` (set-up + all tests).
+# ringflow: `make run` (set-up + the pipeline on the built-in dataset), `make test` (set-up + all tests),
+# `make test-fast` (set-up + the unit tier: everything not marked slow).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
@@ -10,7 +10,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run test ui serve repro clean
+.PHONY: setup run test test-fast ui serve repro clean
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +20,9 @@ run: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)

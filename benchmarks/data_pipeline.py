@@ -3,7 +3,7 @@
 (a) converting a generated 60,000 x 28 x 28 dataset: ringflow's `prepare` (parallel, TF-free workers) vs a
     single-process tf.io.TFRecordWriter loop over the same arrays (same PNG encoder, same shard count).
     Goal >= 1.6x on 2 cores.
-(b) the input pipeline's images/sec (read, decode, batch; no cache) vs the images/sec the seed CNN trains at
+(b) the input pipeline's images/sec (read, decode, batch; no cache) vs the images/sec the cnn model trains at
     on this machine (tf.keras fit on in-memory arrays). Goal >= 3x, so input never binds.
 
 Usage: .venv/bin/python -m benchmarks.data_pipeline [--images 60000] [--repeats 2]
@@ -17,10 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+
+import trainer  # noqa: E402, F401  (first: the tf-keras switch, before any TensorFlow import)
 
 
 def generated_images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +36,7 @@ def baseline_convert(images: np.ndarray, labels: np.ndarray, out_dir: Path, shar
     """The plain way: one process, tf.train.Example and tf.io.TFRecordWriter per record."""
     import tensorflow as tf
 
-    from tasks.convert import encode_png
+    from tasks.data.convert import encode_png
     out_dir.mkdir(parents=True)
     for shard, chunk in enumerate(np.array_split(np.arange(len(images)), shards)):
         with tf.io.TFRecordWriter(str(out_dir / f"baseline-{shard:05d}.tfrecord")) as writer:
@@ -60,8 +61,8 @@ def timed(function, *args) -> float:
 
 def conversion_ratio(work: Path, images: np.ndarray, labels: np.ndarray, repeats: int) -> Path:
     """(a): best of `repeats` for each side, alternating; returns the prepared directory for (b)."""
+    from tasks.data.prepare import prepare
     from tasks.params import DataParams
-    from tasks.prepare import prepare
     np.savez(work / "generated.npz", x=images, y=labels)
     params = DataParams(dataset=f"npz:{work / 'generated.npz'}")
     shards = 3 * params.min_shards  # what prepare writes for this size: min_shards per split
@@ -81,7 +82,7 @@ def conversion_ratio(work: Path, images: np.ndarray, labels: np.ndarray, repeats
 def pipeline_images_per_sec(data_dir: Path, batch_size: int, batches: int) -> float:
     """Read, decode and batch the train split (no cache), after a warm-up."""
     from trainer.data import rank_dataset
-    from trainer.records import read_manifest
+    from trainer.prepared_data import read_manifest
     dataset = rank_dataset(data_dir, read_manifest(data_dir), "train", batch_size=batch_size, training=True,
                            cache=False)
     iterator = iter(dataset)
@@ -94,7 +95,7 @@ def pipeline_images_per_sec(data_dir: Path, batch_size: int, batches: int) -> fl
 
 
 def training_images_per_sec(batch_size: int, steps: int) -> float:
-    """The seed CNN's training speed on in-memory 28x28 images (fit, after a warm-up epoch)."""
+    """The cnn model's training speed on in-memory 28x28 images (fit, after a warm-up epoch)."""
     import tensorflow as tf
 
     from trainer.models import build_model

@@ -3,10 +3,10 @@
 P1: `horovod` np=1 with ringflow's TFRecord input vs a plain tf.keras fit on in-memory arrays, same model, data,
     batch and optimizer. Goal ratio >= 1.00.
 P2: np=2 vs np=1, one intra-op thread per rank: scaling efficiency = ips(2) / (2 x ips(1)). Goal >= 0.90.
-    Measured at seed 000's per-replica batch of its scaling table (512) with Horovod's cycle time at 10 ms
-    (`horovodrun --cycle-time-ms 10` through train.horovodrun_args); also printed: the same at Horovod's default
-    cycle (1 ms) and at ringflow's default batch (32), where two ranks on two cores are bound by the gradient
-    allreduce. And the machine's own ceiling: independent single-thread trainings with no communication at all
+    Measured at the per-replica batch of the scaling table in NVIDIA DLI's multi-GPU notebooks (512) with
+    Horovod's cycle time at 10 ms (`horovodrun --cycle-time-ms 10` through train.horovodrun_args); also
+    printed: the same at Horovod's default cycle (1 ms) and at ringflow's default batch (32), where two ranks on
+    two cores are bound by the gradient allreduce. And the machine's own ceiling: independent single-thread trainings with no communication at all
     (two plain processes at once vs one alone, timed over the same window).
 Images/sec are the steady epochs' (all but the first).
 
@@ -22,28 +22,28 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+import trainer  # noqa: E402, F401  (first: the tf-keras switch, before any TensorFlow import)
 from benchmarks.data_pipeline import generated_images  # noqa: E402
 
 
-def ringflow_rate(data_dir: Path, work: Path, epochs: int, np_: int, extra: list[str], **train: object) -> float:
+def ringflow_rate(data_dir: Path, work: Path, epochs: int, np_: int, **train: object) -> float:
     """Steady images/sec of a real ringflow training (horovodrun, TFRecords, callbacks)."""
+    from tasks.launch.train import train as run_training
     from tasks.params import Params, TrainParams
-    from tasks.record import steady_images_per_sec
-    from tasks.train import train as run_training
-    params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, resume=False, **train))
-    out = work / f"np{np_}-{len(extra)}"
-    result = run_training(params, data_dir, out, None, lambda line: None, ["--no-tensorboard", *extra],
+    from tasks.tracking.run_log import steady_images_per_sec
+    params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, resume=False, tensorboard=False,
+                                      **train))
+    result = run_training(params, data_dir, work / f"np{np_}", None, lambda line: None,
                           checkpoint_root=work / "checkpoints")
     return steady_images_per_sec(result.summary)
 
 
 def plain_keras_rate(images: np.ndarray, labels: np.ndarray, epochs: int, batch_size: int) -> float:
-    """Steady images/sec of model.fit on in-memory arrays (the seed's plain way)."""
+    """Steady images/sec of model.fit on in-memory arrays (the plain Keras way)."""
     import tensorflow as tf
 
     from trainer.models import build_model
@@ -100,8 +100,7 @@ def machine_ceiling(data_path: Path, batch_size: int, seconds: float = 15.0) -> 
 def scaling_rates(data_dir: Path, work: Path, epochs: int, batch_size: int,
                   horovodrun_args: list[str]) -> tuple[float, float]:
     """(np=1, np=2) steady img/s of ringflow with one intra-op thread per rank."""
-    one_thread = ["--intra-threads", "1"]
-    one, two = (ringflow_rate(data_dir, work, epochs, np_, one_thread, batch_size=batch_size,
+    one, two = (ringflow_rate(data_dir, work, epochs, np_, intra_op_threads=1, batch_size=batch_size,
                               horovodrun_args=horovodrun_args) for np_ in (1, 2))
     return one, two
 
@@ -116,15 +115,15 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=40_000)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--scaling-batch-size", type=int, default=512, help="P2's per-replica batch (seed 000)")
+    parser.add_argument("--scaling-batch-size", type=int, default=512, help="P2's per-replica batch")
     parser.add_argument("--solo", nargs=4, metavar=("NPZ", "BATCH", "START_AT", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.solo:
         path, batch, start_at, seconds = args.solo
         print(solo_rate(Path(path), int(batch), float(start_at), float(seconds)))
         return
+    from tasks.data.prepare import prepare
     from tasks.params import DataParams
-    from tasks.prepare import prepare
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         images, labels = generated_images(args.images)
@@ -133,7 +132,7 @@ def main() -> None:
         prepare(DataParams(dataset=f"npz:{work / 'data.npz'}", val_fraction=0.01, test_fraction=0.01), data,
                 progress=False)
         train_images = int(args.images * 0.98)
-        ours = ringflow_rate(data, work, args.epochs, 1, [], batch_size=args.batch_size)
+        ours = ringflow_rate(data, work, args.epochs, 1, batch_size=args.batch_size)
         plain = plain_keras_rate(images[:train_images], labels[:train_images], args.epochs, args.batch_size)
         tuned = scaling_rates(data, work, args.epochs, args.scaling_batch_size, ["--cycle-time-ms", "10"])
         default_cycle = scaling_rates(data, work, args.epochs, args.scaling_batch_size, [])

@@ -5,8 +5,8 @@ import argparse
 import sys
 from typing import Any, Callable
 
+from tasks.launch.preflight import PreflightError, preflight_launch
 from tasks.params import Params, ParamsError, load_params, parse_assignments
-from tasks.preflight import PreflightError, preflight_launch
 
 
 def with_np(params: Params, np: int) -> Params:

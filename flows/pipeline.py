@@ -7,7 +7,6 @@ Run directly:  python -m flows.pipeline [--set train.epochs=5 ...] [--skip-uncha
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from datetime import timedelta
@@ -19,13 +18,13 @@ from prefect.cache_policies import INPUTS
 from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
-from tasks import steps, version
-from tasks.params import Params, ParamsError, TrainParams, load_params
-from tasks.paths import MODEL_DIR, PREPARED_DIR
-from trainer.models import MODEL_BUILDERS
+from tasks import steps
+from tasks.params import Params, ParamsError, load_params
+from tasks.versioning.dvc import DataVersion
+from trainer.config import Backend
+from trainer.models import MODEL_CATALOG
 
-Backend = TrainParams.model_fields["backend"].annotation
-ModelName = Literal[tuple(sorted(MODEL_BUILDERS))]  # type: ignore[valid-type]
+ModelName = Literal[tuple(sorted(MODEL_CATALOG))]  # type: ignore[valid-type]
 
 
 @task(name="convert")
@@ -36,37 +35,43 @@ def convert_task(params: Params) -> bool:
 @task(name="validate", cache_policy=INPUTS, cache_expiration=timedelta(days=7), persist_result=True)
 def validate_task(data_dir: str, data_signature: str) -> dict[str, Any]:
     """Read-only: checks every shard against the manifest; cached by (data dir, data signature)."""
-    from tasks.validate import validate
-    report = validate(Path(data_dir))
+    report = steps.validate_step(Path(data_dir))
     get_run_logger().info("validated: %s", report["splits"])
     return report
 
 
+def validate_cached(data_dir: Path) -> dict[str, Any]:
+    return validate_task(str(data_dir), steps.validation_key(data_dir))
+
+
 def prepare_data(params: Params) -> dict[str, Any]:
-    """Convert (unless up to date), validate (cached by data version), publish the validation artifact."""
+    """The prepare step with conversion and (cached) validation as tasks; publishes the validation artifact."""
     from prefect.artifacts import create_markdown_artifact
-    skipped = convert_task(params)
-    report = validate_task(str(PREPARED_DIR), steps.data_signature())
-    steps.save_validation_report(report)
-    create_markdown_artifact(summary.validation_markdown(report, skipped), key="data-validation",
+    report = steps.prepare_step(params, convert=convert_task, check=validate_cached)
+    create_markdown_artifact(summary.validation_markdown(report, report["skipped"]), key="data-validation",
                              description="validation of the prepared TFRecord shards")
     return report
 
 
 @task(name="version")
-def version_task() -> version.DataVersion:
-    data_version = version.version_data()
+def version_task() -> DataVersion:
+    data_version = steps.version_step()
     get_run_logger().info("data %s at git %s (pushed to the DVC remote)", data_version.data_hash,
                           data_version.git_commit)
     return data_version
 
 
+def log_line(line: str) -> None:
+    """A training process's line into the task log (TensorFlow's start-up chatter at debug level)."""
+    from tasks.launch.processes import is_noise
+    logger = get_run_logger()
+    (logger.debug if is_noise(line) else logger.info)(line)
+
+
 @task(name="train")
 def train_task(params: Params) -> str:
     """horovodrun training; a retry resumes from the run's last checkpoint (train.resume)."""
-    from tasks.launch import is_noise
-    logger = get_run_logger()
-    return steps.train_step(params, on_line=lambda line: (logger.debug if is_noise(line) else logger.info)(line))
+    return steps.train_step(params, on_line=log_line)
 
 
 @task(name="evaluate")
@@ -89,28 +94,15 @@ def register_task(run_id: str, params: Params) -> str:
 @task(name="record-outputs")
 def record_outputs_task(params: Params) -> bool:
     """Record train/evaluate/export/register outputs in dvc.lock when made from params.yaml as it stands."""
-    if params.train != load_params().train:
+    recorded = steps.record_outputs_step(params)
+    if not recorded:
         get_run_logger().info("training params were overridden: dvc.lock keeps the outputs of params.yaml")
-        return False
-    version.commit_stages("train", "evaluate", "export", "register")
-    return True
-
-
-def check_versionable(params: Params) -> None:
-    """Data params must be those of params.yaml: DVC records the prepare stage from that file."""
-    if params.data != load_params().data:
-        raise ParamsError("data.* overrides cannot be versioned by DVC: change them in params.yaml")
-
-
-def run_link(params: Params, run_id: str) -> str:
-    """The MLflow UI page of a run (`make ui`)."""
-    from tasks.tracking import experiment_id
-    return f"{params.tracking.ui_url}/#/experiments/{experiment_id(params.tracking.experiment)}/runs/{run_id}"
+    return recorded
 
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a failed training, but not bad input (a preflight or params error stays the same)."""
-    from tasks.preflight import PreflightError
+    from tasks.launch.preflight import PreflightError
     return not isinstance(state.result(raise_on_failure=False), (PreflightError, ParamsError))
 
 
@@ -125,8 +117,7 @@ def train_and_register(params: Params) -> dict[str, Any]:
     savedmodel = export_task(run_id)
     gate = register_task(run_id, params)
     record_outputs_task(params)
-    history = json.loads((MODEL_DIR / "train_summary.json").read_text())["history"]
-    create_table_artifact(summary.epoch_rows(history), key="epoch-metrics",
+    create_table_artifact(summary.epoch_rows(steps.training_history()), key="epoch-metrics",
                           description=f"per-epoch metrics of MLflow run {run_id}")
     return {"run_id": run_id, "metrics": metrics, "savedmodel": savedmodel, "gate": gate}
 
@@ -146,24 +137,21 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     """Run every step once (params.yaml + the given values); with skip_unchanged, skip training when data,
     code and params are those of the last successful run, unless force."""
     from prefect.artifacts import create_markdown_artifact
-
-    from tasks.retrain import last_successful_run, run_state
     params = load_params(flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size,
                                          "learning_rate": learning_rate, "backend": backend, "model": model},
                                         overrides))
-    check_versionable(params)
+    steps.check_versionable(params)
     prepare_data(params)
-    data_version = version_task()
-    state = run_state(params, data_version)
-    previous = last_successful_run(params.tracking.experiment, state) if skip_unchanged and not force else None
+    state = steps.state_step(params, version_task())
+    previous = steps.previous_run_step(params, state) if skip_unchanged and not force else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
-        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_link(params, previous)),
+        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), steps.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
     result = train_and_register(params)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state),
-                                                  run_link(params, result["run_id"])),
+                                                  steps.run_link(params, result["run_id"])),
                              key="run-summary", description=f"MLflow run {result['run_id']}")
     return {"skipped": False, **result}
 
@@ -174,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-unchanged", action="store_true")
     parser.add_argument("--force", action="store_true")
     flags, rest = parser.parse_known_args(argv)
-    overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, check_versionable)
+    overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, steps.check_versionable)
     if overrides is None:
         return 2
     result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)

@@ -7,33 +7,24 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 
-from flows.pipeline import check_versionable, prepare_data, version_task
-from tasks import steps, tracking
 from flows.cli import checked_overrides, with_np
+from flows.pipeline import log_line, prepare_data, version_task
+from tasks import steps
 from tasks.params import Params, load_params
-from tasks.paths import OUTPUTS_DIR
 
 
 @task(name="train-at-np")
 def train_at_np_task(params: Params) -> str:
     """One finished training run at params.train.np (its own model directory)."""
-    from tasks.launch import is_noise
-    logger = get_run_logger()
-    run_id = steps.train_step(params, on_line=lambda line: (logger.debug if is_noise(line) else logger.info)(line),
-                              model_dir=OUTPUTS_DIR / "scaling" / f"np{params.train.np}")
-    tracking.end_run(run_id, ok=True)
-    return run_id
+    return steps.scaling_train_step(params, on_line=log_line)
 
 
 @task(name="scaling-report")
 def report_task(params: Params, runs: list[tuple[int, str]]) -> list[dict[str, Any]]:
     from prefect.artifacts import create_table_artifact
-
-    from tasks.scaling import log_report, scaling_rows
-    rows = scaling_rows(runs)
-    report_run = log_report(params.tracking.experiment, rows, OUTPUTS_DIR / "scaling")
+    rows, report_run = steps.scaling_report_step(params, runs)
     create_table_artifact(rows, key="scaling", description=f"images/sec and efficiency (MLflow run {report_run})")
     return rows
 
@@ -42,7 +33,7 @@ def report_task(params: Params, runs: list[tuple[int, str]]) -> list[dict[str, A
 def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Prepare and version once, train at each np in ascending order, report the scaling table."""
     params = load_params(overrides)
-    check_versionable(params)
+    steps.check_versionable(params)
     prepare_data(params)
     version_task()
     runs = []
@@ -54,7 +45,7 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    overrides = checked_overrides("python -m flows.scaling", __doc__, argv, check_versionable,
+    overrides = checked_overrides("python -m flows.scaling", __doc__, argv, steps.check_versionable,
                                   counts=lambda params: params.train.scaling_np)
     if overrides is None:
         return 2

@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from tasks.launch.preflight import PreflightError
 from tasks.params import ParamsError, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
-from tasks.preflight import PreflightError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -32,46 +32,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def restore(run_id: str | None, data_hash: str | None) -> None:
-    """Restore the data of a past run (by run id or DVC hash) and say which version it is."""
-    from tasks.version import restore_data
-    if run_id:
-        from tasks.tracking import client
-        data_hash = client().get_run(run_id).data.params["data_hash"]
-    if not data_hash:
-        raise ParamsError("restore needs --run-id or --data-hash")
-    print(f"restored data version {data_hash} into {restore_data(data_hash)}")
-
-
-def run_step(step: str, overrides: dict[str, str]) -> None:
+def run_step(step: str, args: argparse.Namespace) -> None:
     """Run one step with the validated params and print its result."""
-    params = load_params(overrides)
+    params = load_params(parse_assignments(args.overrides))
     from tasks import steps
     if step == "prepare":
         print(steps.prepare_step(params))
     elif step == "version":
-        from tasks.version import version_data
-        print(f"data version: {version_data().data_hash}")
+        print(f"data version: {steps.version_step().data_hash}")
     elif step == "train":
         print(f"mlflow run: {steps.train_step(params)}")
     elif step == "evaluate":
         print(steps.evaluate_step(steps.model_run_id()))
     elif step == "export":
         print(f"savedmodel: {steps.export_step(steps.model_run_id())}")
-    else:
+    elif step == "register":
         print(steps.register_step(steps.model_run_id(), params).sentence())
+    elif step == "restore":
+        data_hash, target = steps.restore_step(args.run_id, args.data_hash)
+        print(f"restored data version {data_hash} into {target}")
+    else:
+        print(steps.compare_step(params, args.last, args.csv))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        if args.step == "restore":
-            restore(args.run_id, args.data_hash)
-        elif args.step == "compare":
-            from tasks.compare import compare
-            print(compare(load_params(parse_assignments(args.overrides)).tracking.experiment, args.last, args.csv))
-        else:
-            run_step(args.step, parse_assignments(args.overrides))
+        run_step(args.step, args)
     except (ParamsError, PreflightError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,27 +1,33 @@
-"""The validated parameter model: params.yaml defaults plus per-run overrides."""
+"""The validated parameter model: params.yaml plus per-run overrides.
+
+The pydantic models hold the only defaults: the data, tracking, registry and pipeline sections here, the trainer's
+train and input sections in trainer/config.py (the processes validate their file with the same models).
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from tasks.paths import PARAMS_FILE
-from trainer.models import MODEL_BUILDERS
+from tasks.paths import PARAMS_FILE, resolve_path
+from trainer.config import InputParams, Section, TrainParams
 
 DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
+
+
+def parse_dataset(spec: str) -> tuple[str, str]:
+    """`folder:/x` -> ('folder', '/x'); `digits` -> ('digits', '')."""
+    kind, _, argument = spec.partition(":")
+    return kind, argument
 
 
 class ParamsError(ValueError):
     """Bad parameters; str() is one line that names the problem."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DataParams(_Section):
+class DataParams(Section):
     dataset: str = "digits"
     data_dir: str = "data/tfds"
     download: bool = True
@@ -35,7 +41,6 @@ class DataParams(_Section):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
-        from tasks.sources import parse_dataset, resolve_path
         kind, argument = parse_dataset(value)
         if kind == "digits" and not argument:
             return value
@@ -49,70 +54,24 @@ class DataParams(_Section):
         return value
 
 
-class InputParams(_Section):
-    """The trainer's input pipeline."""
-    image_size: int | None = Field(None, ge=8)  # square size the model sees; None: the data's own size
-    augment: Literal["auto", "on", "off"] = "auto"  # auto: on for image folders and images >= 64 px
-    cache: bool = True  # keep decoded training images in memory after the first epoch
-
-
-class TrainParams(_Section):
-    backend: Literal["horovod", "horovod-tape", "mirrored", "multiworker", "central-storage", "one-device",
-                     "parameter-server"] = "horovod"
-    np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
-    hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
-    hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
-    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI when built and mpirun exists, else Gloo
-    horovodrun_args: list[str] = []  # passed through to horovodrun
-    num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers
-    model: str = "cnn"
-    epochs: int = Field(20, ge=1)
-    batch_size: int = Field(32, ge=1)  # per replica
-    learning_rate: float = Field(0.001, gt=0)  # for one replica
-    scale_lr: bool = True  # linear rule: x replicas
-    warmup_epochs: float = Field(2.0, ge=0)
-    precision: Literal["fp32", "mixed_float16", "mixed_bfloat16"] = "fp32"
-    jit_compile: bool = False
-    steps_per_execution: int = Field(4, ge=1)  # Keras fit backends: training steps per compiled call
-    fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce
-    seed: int = 42
-    keep_checkpoints: int = Field(3, ge=1)
-    resume: bool = True  # a relaunch with the same config continues from its latest checkpoint
-    scaling_np: list[int] = [1, 2]  # the scaling flow's process counts
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, value: str) -> str:
-        if value not in MODEL_BUILDERS:
-            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_BUILDERS))}")
-        return value
-
-    @field_validator("scaling_np")
-    @classmethod
-    def _positive_counts(cls, value: list[int]) -> list[int]:
-        if not value or min(value) < 1:
-            raise ValueError("scaling_np needs one or more counts >= 1")
-        return value
-
-
-class TrackingParams(_Section):
+class TrackingParams(Section):
     experiment: str = Field("ringflow", min_length=1)
     ui_url: str = "http://127.0.0.1:5000"  # where `make ui` serves MLflow (links in the Prefect summary)
 
 
-class RegistryParams(_Section):
+class RegistryParams(Section):
     """The MLflow model registry and its promotion gate."""
     model_name: str = Field("ringflow", min_length=1)
     min_delta: float = Field(0.001, ge=0)  # test accuracy a new model must gain over `champion` to replace it
 
 
-class PipelineParams(_Section):
+class PipelineParams(Section):
     """How the Prefect flow runs the steps."""
     train_retries: int = Field(1, ge=0)  # a failed training is retried and resumes from its last checkpoint
     retry_delay_seconds: float = Field(5, ge=0)
 
 
-class Params(_Section):
+class Params(Section):
     data: DataParams = DataParams()
     input: InputParams = InputParams()
     train: TrainParams = TrainParams()
@@ -153,7 +112,8 @@ def _full_key(key: str) -> tuple[str, str]:
         raise ParamsError(f"bad parameter {key}: no such parameter")
     sections = [s for s, f in Params.model_fields.items() if key in f.annotation.model_fields]
     if len(sections) != 1:
-        raise ParamsError(f"bad parameter {key}: " + ("no such parameter" if not sections else "ambiguous, prefix a section"))
+        problem = "no such parameter" if not sections else "ambiguous, prefix a section"
+        raise ParamsError(f"bad parameter {key}: {problem}")
     return sections[0], key
 
 

@@ -13,3 +13,9 @@ METRICS_FILE = OUTPUTS_DIR / "metrics.json"
 MLRUNS_DIR = ROOT / "mlruns"
 GATE_FILE = OUTPUTS_DIR / "gate.json"
 EVALUATION_DIR = OUTPUTS_DIR / "evaluation"
+
+
+def resolve_path(argument: str) -> Path:
+    """A path as a parameter gives it: relative paths are taken from the repo root."""
+    path = Path(argument).expanduser()
+    return path if path.is_absolute() else ROOT / path

@@ -7,6 +7,7 @@ from typing import Iterator
 
 import pytest
 
+import trainer  # noqa: F401  (first: the tf-keras switch, before any TensorFlow import)
 from tests.helpers import BIN, free_port, quiet_env, wait_for_http
 
 
@@ -32,8 +33,8 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def digits_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in dataset prepared into a temporary directory."""
+    from tasks.data.prepare import prepare
     from tasks.params import DataParams
-    from tasks.prepare import prepare
     out = tmp_path_factory.mktemp("data") / "prepared"
     prepare(DataParams(), out)
     return out

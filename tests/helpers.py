@@ -12,14 +12,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
 
 
 def quiet_env(**extra: str) -> dict[str, str]:
-    """The environment for child processes: tf-keras, no telemetry, this interpreter's tools first."""
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+    """The environment for child processes (the tf-keras switch is inherited): no telemetry, this interpreter's
+    tools first."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PREFECT_SERVER_ANALYTICS_ENABLED="false", MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1",
                PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -77,3 +80,15 @@ def api_call(api: str, path: str, body: Any = None) -> Any:
                                      method="GET" if body is None else "POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
+
+
+def read_split(data_dir: Path, split: str, rank: int = 0, size: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(images, labels) of one rank's part of a prepared split, as the input pipeline reads them."""
+    from trainer.data import rank_dataset
+    from trainer.prepared_data import read_manifest
+    manifest = read_manifest(data_dir)
+    images, labels = [], []
+    for batch_images, batch_labels in rank_dataset(data_dir, manifest, split, rank=rank, size=size, batch_size=512):
+        images.append(batch_images.numpy())
+        labels.append(batch_labels.numpy())
+    return np.concatenate(images), np.concatenate(labels)

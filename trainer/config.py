@@ -1,41 +1,108 @@
-"""What one training process needs, parsed from the command line the launching task built."""
+"""The trainer's part of ringflow's configuration: the `train` and `input` parameter models (the only place their
+defaults live), and the file a launch writes for its processes (`python -m trainer --config FILE`).
+
+The launcher resolves params.yaml and overrides into these models, adds what it decided for this run (`job`), and
+writes all of it to one JSON file that every process of the job reads.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from pathlib import Path
+from typing import Any, Literal
 
-BACKENDS = ("horovod", "horovod-tape", "mirrored", "multiworker", "central-storage", "one-device",
-            "parameter-server")
-PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16")
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from trainer.backends import BACKENDS
+from trainer.models import MODEL_CATALOG
+
+CONFIG_FILE_NAME = "trainer_config.json"  # beside the model it trained: the job's resolved configuration
+Backend = Literal[BACKENDS]  # type: ignore[valid-type]
+Precision = Literal["fp32", "mixed_float16", "mixed_bfloat16"]
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    data_dir: Path
-    out_dir: Path
-    backend: str = "horovod"
+class Section(BaseModel):
+    """A section of params.yaml: unknown keys are errors, values are frozen once validated."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputParams(Section):
+    """The trainer's input pipeline."""
+    image_size: int | None = Field(None, ge=8)  # square size the model sees; None: the data's own size
+    augment: Literal["auto", "on", "off"] = "auto"  # auto: on for image folders and images >= 64 px
+    cache: bool = True  # keep decoded training images in memory after the first epoch
+
+
+class TrainParams(Section):
+    """How the model is trained and distributed."""
+    backend: Backend = "horovod"  # type: ignore[valid-type]
+    np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
+    hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
+    hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
+    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI when built and mpirun exists, else Gloo
+    horovodrun_args: list[str] = []  # passed through to horovodrun
+    num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers
     model: str = "cnn"
-    epochs: int = 1
-    batch_size: int = 32  # per replica
-    learning_rate: float = 0.001  # for one replica
-    scale_lr: bool = True
-    warmup_epochs: float = 0.0
-    precision: str = "fp32"
+    epochs: int = Field(20, ge=1)
+    batch_size: int = Field(32, ge=1)  # per replica
+    learning_rate: float = Field(0.001, gt=0)  # for one replica
+    scale_lr: bool = True  # linear rule: x replicas
+    warmup_epochs: float = Field(2.0, ge=0)
+    precision: Precision = "fp32"  # type: ignore[valid-type]
     jit_compile: bool = False
-    seed: int = 0
-    keep_checkpoints: int = 3
-    checkpoint_dir: Path | None = None  # persistent across relaunches; None: out_dir/checkpoints
-    resume: bool = True
-    replicas: int = 1  # single-process strategies: devices to use (logical CPUs when there is no GPU)
-    fp16_allreduce: bool = False
-    steps_per_execution: int = 1  # Keras fit: training steps per compiled call (less Python per step)
-    image_size: int | None = None
-    augmented: bool = False
-    cache: bool = True
-    tensorboard: bool = True
-    intra_threads: int = 0  # CPU threads per process for ops; 0: the cores divided among this host's ranks
-    print_weights_digest: bool = False
+    steps_per_execution: int = Field(4, ge=1)  # Keras fit backends: training steps per compiled call
+    fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce
+    intra_op_threads: int = Field(0, ge=0)  # CPU threads per process; 0: the host's cores shared by its ranks
+    tensorboard: bool = True  # rank 0 writes TensorBoard logs
+    seed: int = 42
+    keep_checkpoints: int = Field(3, ge=1)
+    resume: bool = True  # a relaunch with the same config continues from its latest checkpoint
+    scaling_np: list[int] = [1, 2]  # the scaling flow's process counts
 
-    @property
-    def checkpoints(self) -> Path:
-        return self.checkpoint_dir or self.out_dir / "checkpoints"
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_CATALOG:
+            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_CATALOG))}")
+        return value
+
+    @field_validator("scaling_np")
+    @classmethod
+    def _positive_counts(cls, value: list[int]) -> list[int]:
+        if not value or min(value) < 1:
+            raise ValueError("scaling_np needs one or more counts >= 1")
+        return value
+
+
+class JobSpec(Section):
+    """What the launcher decided for one training job."""
+    data_dir: Path  # the prepared shards and manifest
+    out_dir: Path  # where the lead process saves the model and the training summary
+    checkpoint_dir: Path  # every process restores from here; the lead saves here
+    augment: bool  # input.augment resolved against the data
+
+
+class TrainerConfig(BaseModel):
+    """What every process of a job reads: the resolved `train` and `input` sections and the job.
+
+    The file may hold the run's other sections too (data, tracking, ...); processes ignore them.
+    """
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    train: TrainParams
+    input: InputParams
+    job: JobSpec
+
+
+def write_config(sections: dict[str, Any], job: JobSpec, path: Path) -> Path:
+    """The resolved sections plus the job, as JSON (exact types: no YAML 1.1 guessing on the way back)."""
+    document = dict(sections, job=job.model_dump(mode="json"))
+    TrainerConfig.model_validate(document)  # a file the processes cannot read is never written
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+def read_config(path: Path) -> TrainerConfig:
+    """The job's configuration file as the processes see it."""
+    return TrainerConfig.model_validate(json.loads(Path(path).read_text()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.records import feature_spec, shard_paths
+from trainer.prepared_data import feature_spec, shard_paths
 
 
 def rank_shards(manifest: dict[str, Any], split: str, rank: int, size: int) -> tuple[list[int], bool]:
@@ -62,7 +62,7 @@ def _loader(shape: tuple[int, int, int], resize: bool) -> Any:
 
 
 def augment(image: Any, shape: tuple[int, int, int]) -> Any:
-    """Seed 002's training distortions: random crop resized back, flip, brightness, contrast (0..255 floats)."""
+    """nvcnn_hvd's training distortions: random crop resized back, flip, brightness, contrast (0..255 floats)."""
     import tensorflow as tf
     crop = [max(1, int(shape[0] * 0.875)), max(1, int(shape[1] * 0.875)), shape[2]]
     image = tf.image.resize(tf.image.random_crop(image, crop), shape[:2])

@@ -1,4 +1,5 @@
-"""Saving a trained model as registry spec + weights, and rebuilding it without Horovod or a strategy."""
+"""A trained model's directory: catalog spec + weights (rebuilt without Horovod or a strategy) and the training
+summary the lead process writes beside them."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from trainer.models import build_model
 
 MODEL_SPEC = "model.json"
 MODEL_WEIGHTS = "model.weights.h5"
+TRAIN_SUMMARY = "train_summary.json"  # sizes, resolved rates and the per-epoch history of the training
 
 
 def save_model(model: Any, spec: dict[str, Any], out_dir: Path) -> None:
@@ -37,3 +39,18 @@ def load_model(model_dir: Path) -> Any:
     model = build_model(spec["model"], tuple(spec["input_shape"]), spec["num_classes"])
     model.load_weights(str(Path(model_dir) / MODEL_WEIGHTS))
     return model
+
+
+def write_train_summary(summary: dict[str, Any], out_dir: Path) -> None:
+    """The training summary, written to a temporary name then renamed."""
+    tmp = Path(out_dir) / f".tmp-{TRAIN_SUMMARY}"
+    tmp.write_text(json.dumps(summary, indent=2))
+    os.replace(tmp, Path(out_dir) / TRAIN_SUMMARY)
+
+
+def read_train_summary(model_dir: Path) -> dict[str, Any]:
+    """What the lead process reported about the training of the model in model_dir."""
+    path = Path(model_dir) / TRAIN_SUMMARY
+    if not path.is_file():
+        raise FileNotFoundError(f"no training summary: {path} is missing (run the train step)")
+    return json.loads(path.read_text())

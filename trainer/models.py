@@ -1,4 +1,4 @@
-"""Model registry: a name maps to one builder function (input shape, class count) -> tf.keras.Model.
+"""The model catalog: a name maps to one builder function (input shape, class count) -> tf.keras.Model.
 
 Names and minimum input sizes are known without importing TensorFlow, so parameters validate fast.
 Every model takes raw pixel values (0..255) and ends in a float32 softmax (safe under mixed precision).
@@ -17,22 +17,22 @@ class ModelEntry:
     min_size: int  # smallest height/width the architecture accepts
 
 
-MODEL_BUILDERS: dict[str, ModelEntry] = {}
+MODEL_CATALOG: dict[str, ModelEntry] = {}
 
 
-def register(name: str, min_size: int) -> Callable[[ModelBuilder], ModelBuilder]:
-    """Decorator adding a builder to the registry under `name`."""
+def catalogued(name: str, min_size: int) -> Callable[[ModelBuilder], ModelBuilder]:
+    """Decorator adding a builder to the catalog under `name`."""
     def add(builder: ModelBuilder) -> ModelBuilder:
-        MODEL_BUILDERS[name] = ModelEntry(builder, min_size)
+        MODEL_CATALOG[name] = ModelEntry(builder, min_size)
         return builder
     return add
 
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int) -> Any:
     """The registered model for this input shape and class count."""
-    if name not in MODEL_BUILDERS:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODEL_BUILDERS))}")
-    entry = MODEL_BUILDERS[name]
+    if name not in MODEL_CATALOG:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODEL_CATALOG))}")
+    entry = MODEL_CATALOG[name]
     if min(input_shape[:2]) < entry.min_size:
         raise ValueError(f"model {name} needs inputs of at least {entry.min_size}x{entry.min_size}, "
                          f"got {input_shape[0]}x{input_shape[1]} (set input.image_size)")
@@ -48,9 +48,9 @@ def _head(num_classes: int) -> Any:
     return _layers().Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")
 
 
-@register("cnn", min_size=6)
+@catalogued("cnn", min_size=6)
 def cnn(input_shape: tuple[int, int, int], num_classes: int) -> Any:
-    """Seed 000's CNN: Conv32-Conv64-MaxPool-Dropout-Dense128-Dropout-Dense."""
+    """The MNIST CNN of NVIDIA DLI's multi-GPU notebooks: Conv32-Conv64-MaxPool-Dropout-Dense128-Dropout-Dense."""
     import tensorflow as tf
     layers = _layers()
     return tf.keras.Sequential([
@@ -61,19 +61,19 @@ def cnn(input_shape: tuple[int, int, int], num_classes: int) -> Any:
     ], name="cnn")
 
 
-@register("mlp", min_size=4)
-def mlp(input_shape: tuple[int, int, int], num_classes: int) -> Any:
-    """Seed 004's small model: Conv32-MaxPool-Flatten-Dense64-Dense."""
+@catalogued("small_cnn", min_size=4)
+def small_cnn(input_shape: tuple[int, int, int], num_classes: int) -> Any:
+    """The TensorFlow distributed-training guide's small CNN: Conv32-MaxPool-Flatten-Dense64-Dense."""
     import tensorflow as tf
     layers = _layers()
     return tf.keras.Sequential([
         layers.Input(shape=input_shape), layers.Rescaling(1.0 / 255),
         layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(), layers.Flatten(),
         layers.Dense(64, activation="relu"), _head(num_classes),
-    ], name="mlp")
+    ], name="small_cnn")
 
 
-@register("resnet50", min_size=32)
+@catalogued("resnet50", min_size=32)
 def resnet50(input_shape: tuple[int, int, int], num_classes: int) -> Any:
     """Keras's ResNet-50, trained from scratch (weights=None), on ImageNet-style [-1, 1] inputs."""
     import tensorflow as tf
@@ -83,9 +83,9 @@ def resnet50(input_shape: tuple[int, int, int], num_classes: int) -> Any:
     return tf.keras.Model(inputs, _head(num_classes)(body.output), name="resnet50")
 
 
-@register("alexnet_owt", min_size=67)
+@catalogued("alexnet_owt", min_size=67)
 def alexnet_owt(input_shape: tuple[int, int, int], num_classes: int) -> Any:
-    """AlexNet "one weird trick" (arXiv:1404.5997) as in seed 002's nvcnn: 64-192-384-256-256, two 4096 FCs."""
+    """AlexNet "one weird trick" (arXiv:1404.5997) as in NVIDIA's nvcnn_hvd: 64-192-384-256-256, two 4096 FCs."""
     import tensorflow as tf
     layers = _layers()
     return tf.keras.Sequential([

@@ -1,4 +1,5 @@
-"""Scale-aware learning rate: linear scaling by replicas with a linear warmup (Goyal et al.; seed 000)."""
+"""Scale-aware learning rate: linear scaling by replicas with a linear warmup (Goyal et al., as NVIDIA DLI's
+multi-GPU notebooks teach it)."""
 from __future__ import annotations
 
 from typing import Any

@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
 import numpy as np
 import tensorflow as tf
 
 from trainer.callbacks import EpochReport, Throughput
-from trainer.config import TrainConfig
+from trainer.config import TrainerConfig
 from trainer.data import model_input_shape
-from trainer.model_io import save_model
-from trainer.records import read_manifest
+from trainer.metrics_sink import mlflow_metric_sink
+from trainer.model_io import save_model, write_train_summary
+from trainer.prepared_data import read_manifest
 from trainer.schedule import WarmupSchedule, scaled_rates
-from trainer.tracking import mlflow_metric_sink
 
 
 @dataclass(frozen=True)
@@ -30,19 +29,21 @@ class Plan:
     warmup_steps: int
 
 
-def plan(config: TrainConfig, replicas: int) -> Plan:
+def plan(config: TrainerConfig, replicas: int) -> Plan:
     """Global batch, steps per epoch and the scaled learning rate for `replicas` replicas."""
-    manifest = read_manifest(config.data_dir)
-    global_batch = config.batch_size * replicas
+    train = config.train
+    manifest = read_manifest(config.job.data_dir)
+    global_batch = train.batch_size * replicas
     steps = max(1, manifest["splits"]["train"]["count"] // global_batch)
-    rates = scaled_rates(config.learning_rate, replicas, config.scale_lr)
-    return Plan(manifest, model_input_shape(manifest, config.image_size), replicas, global_batch, steps, rates,
-                round(config.warmup_epochs * steps))
+    rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
+    return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, steps,
+                rates, round(train.warmup_epochs * steps))
 
 
-def set_precision(config: TrainConfig) -> None:
+def set_precision(config: TrainerConfig) -> None:
     """Mixed precision policy (the models keep a float32 output layer)."""
-    tf.keras.mixed_precision.set_global_policy("float32" if config.precision == "fp32" else config.precision)
+    precision = config.train.precision
+    tf.keras.mixed_precision.set_global_policy("float32" if precision == "fp32" else precision)
 
 
 def make_optimizer(run: Plan) -> tf.keras.optimizers.Optimizer:
@@ -55,35 +56,41 @@ def loss_function(reduction: str = "auto") -> tf.keras.losses.Loss:
         reduction=tf.keras.losses.Reduction.NONE if reduction == "none" else tf.keras.losses.Reduction.AUTO)
 
 
-def reporting_callbacks(config: TrainConfig, run: Plan) -> list[tf.keras.callbacks.Callback]:
+def tensorboard_dir(config: TrainerConfig) -> Path:
+    return config.job.out_dir / "tensorboard"
+
+
+def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callbacks.Callback]:
     """The reporting side of one process that speaks for all: throughput, MLflow, TensorBoard."""
     callbacks: list[tf.keras.callbacks.Callback] = [Throughput(run.steps_per_epoch * run.global_batch),
                                                      EpochReport(mlflow_metric_sink())]
-    if config.tensorboard:
-        callbacks.append(tf.keras.callbacks.TensorBoard(str(config.out_dir / "tensorboard"), profile_batch=0))
+    if config.train.tensorboard:
+        callbacks.append(tf.keras.callbacks.TensorBoard(str(tensorboard_dir(config)), profile_batch=0))
     return callbacks
 
 
 def weights_digest(model: tf.keras.Model) -> str:
-    """sha256 over all weights, to compare ranks."""
+    """sha256 over all weights, to compare processes and the saved model."""
     digest = hashlib.sha256()
     for weight in model.get_weights():
         digest.update(np.ascontiguousarray(weight).tobytes())
     return digest.hexdigest()
 
 
-def save_results(config: TrainConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
+def print_weights_digest(model: tf.keras.Model, who: str) -> None:
+    """One line per process at the end: `weights_sha256 <who> <digest>` (all equal for synchronous training)."""
+    print(f"weights_sha256 {who} {weights_digest(model)}", flush=True)
+
+
+def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
                  started_epoch: int) -> None:
     """The final model (spec + weights) and a summary of the run, into out_dir."""
-    spec = {"model": config.model, "input_shape": list(run.input_shape),
+    spec = {"model": config.train.model, "input_shape": list(run.input_shape),
             "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"]}
     save_model(model, spec, out_dir)
-    summary = {"backend": config.backend, "world_size": run.replicas, "global_batch_size": run.global_batch,
+    summary = {"backend": config.train.backend, "world_size": run.replicas, "global_batch_size": run.global_batch,
                "steps_per_epoch": run.steps_per_epoch, "learning_rate": run.learning_rate[1],
                "warmup_start_learning_rate": run.learning_rate[0], "warmup_steps": run.warmup_steps,
-               "resumed_from_epoch": started_epoch, "precision": config.precision,
-               "history": {key: [float(x) for x in values] for key, values in history.items()},
-               "config": {key: str(value) for key, value in vars(config).items()}}
-    tmp = out_dir / ".train_summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, out_dir / "train_summary.json")
+               "resumed_from_epoch": started_epoch, "precision": config.train.precision,
+               "history": {key: [float(x) for x in values] for key, values in history.items()}}
+    write_train_summary(summary, out_dir)

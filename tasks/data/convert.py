@@ -1,0 +1,112 @@
+"""Conversion: split records -> TFRecord shards of about `shard_bytes`, written by parallel worker processes.
+
+Workers import only NumPy, Pillow and ringflow's TF-free record writer, so they start fast.
+"""
+from __future__ import annotations
+
+import io
+import math
+import multiprocessing
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from tasks.data.source_data import IMAGE_SUFFIXES, SplitData
+from tasks.data.tfrecord_writer import TFRecordFile, encode_example
+
+CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "F": 1, "LA": 2, "PA": 4, "RGBA": 4}
+IN_PROCESS_BELOW = 4096  # records: fewer than this are converted in this process (no worker start-up)
+RECORD_OVERHEAD = 120  # bytes of Example fields and framing around each image
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard to write: its path and its records."""
+    path: str
+    data: SplitData
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """Lossless PNG bytes of one uint8 (H, W, C) image."""
+    from PIL import Image
+    buffer = io.BytesIO()
+    Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image).save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def sniff(blob: bytes) -> tuple[str, tuple[int, int, int]]:
+    """Format ('jpeg' or 'png') and (height, width, channels) from an encoded image's header."""
+    from PIL import Image
+    with Image.open(io.BytesIO(blob)) as image:
+        image_format = image.format.lower()
+        if image_format not in IMAGE_SUFFIXES.values():
+            raise ValueError(f"unsupported image format {image.format}")
+        return image_format, (image.height, image.width, CHANNELS_BY_MODE.get(image.mode, 3))
+
+
+def _encoded(data: SplitData) -> Iterator[tuple[bytes, str, tuple[int, int, int]]]:
+    if data.arrays is not None:
+        for image in data.arrays:
+            yield encode_png(image), "png", image.shape
+        return
+    for blob in data.blobs if data.blobs is not None else (Path(f).read_bytes() for f in data.files):
+        image_format, shape = sniff(blob)
+        yield blob, image_format, shape
+
+
+def write_shard(job: ShardJob) -> dict[str, Any]:
+    """Write one shard (atomically); returns its manifest entry plus shape and format counts."""
+    shapes, formats = Counter(), Counter()
+    with TFRecordFile(Path(job.path)) as writer:
+        for (blob, image_format, shape), label in zip(_encoded(job.data), job.data.labels):
+            writer.write(encode_example(blob, image_format, int(label), shape))
+            shapes[tuple(int(v) for v in shape)] += 1
+            formats[image_format] += 1
+    return {"file": Path(job.path).name, "count": writer.count, "bytes": writer.bytes,
+            "sha256": writer.sha256.hexdigest(), "shapes": shapes, "formats": formats}
+
+
+def estimated_bytes(data: SplitData, sample: int = 64) -> int:
+    """Expected size of a split's shards."""
+    if data.blobs is not None:
+        payload = sum(len(blob) for blob in data.blobs)
+    elif data.files is not None:
+        payload = sum(os.path.getsize(f) for f in data.files)
+    else:
+        picked = data.arrays[: min(sample, len(data))]
+        payload = int(np.mean([len(encode_png(image)) for image in picked]) * len(data)) if len(picked) else 0
+    return payload + RECORD_OVERHEAD * len(data)
+
+
+def plan_shards(split: str, data: SplitData, out_dir: Path, shard_bytes: int, min_shards: int) -> list[ShardJob]:
+    """Contiguous chunks of about shard_bytes, at least min_shards of them (never an empty one)."""
+    count = max(1, min(len(data), max(min_shards, math.ceil(estimated_bytes(data) / shard_bytes))))
+    chunks = np.array_split(np.arange(len(data)), count)
+    return [ShardJob(str(out_dir / f"{split}-{i:05d}-of-{count:05d}.tfrecord"), data.take(chunk))
+            for i, chunk in enumerate(chunks)]
+
+
+def run_jobs(jobs: list[ShardJob], workers: int, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Write all shards, in parallel processes when it pays; returns results by shard path."""
+    from tqdm import tqdm
+    total = sum(len(job.data) for job in jobs)
+    workers = min(workers or os.cpu_count() or 1, len(jobs))
+    results: dict[str, dict[str, Any]] = {}
+    with tqdm(total=total, unit="img", desc="prepare", disable=None if progress else True) as bar:
+        if workers <= 1 or total < IN_PROCESS_BELOW:
+            for job in jobs:
+                results[job.path] = write_shard(job)
+                bar.update(len(job.data))
+            return results
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded parent; workers skip TensorFlow
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(write_shard, job): job for job in jobs}
+            for future in as_completed(futures):
+                results[futures[future].path] = future.result()
+                bar.update(len(futures[future].data))
+    return results

@@ -1,0 +1,1 @@
+"""Launching: preflight checks, the processes of a training job (plans), and running them."""

@@ -1,0 +1,101 @@
+"""The processes of one training job: their commands and environments, for every backend.
+
+horovod / horovod-tape: horovodrun (Gloo, or MPI where built and present); mirrored / central-storage / one-device:
+one process; multiworker: one process per worker with TF_CONFIG; parameter-server: parameter servers and workers
+(tf.distribute servers) plus the coordinator. Every training process reads the job's configuration file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+from tasks.launch.preflight import host_slots
+from tasks.launch.processes import Process
+from tasks.params import Params
+from tasks.paths import ROOT
+from tasks.tracking.mlflow_store import tracking_uri
+from trainer.backends import CLUSTER_BACKENDS
+
+PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
+
+
+def trainer_command(config_file: Path) -> list[str]:
+    """One training process reading the job's configuration file."""
+    return [sys.executable, "-m", "trainer", "--config", str(config_file)]
+
+
+def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
+    """horovodrun over the configured hosts, with any extra arguments passed through."""
+    train = params.train
+    where = ["-hostfile", train.hostfile] if train.hostfile else \
+        ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
+    horovodrun = str(Path(sys.executable).with_name("horovodrun"))
+    return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *train.horovodrun_args,
+            *trainer_command(config_file)]
+
+
+def rank_environment(run_id: str | None) -> dict[str, str]:
+    """The environment each process inherits: this checkout on the path, the MLflow store and run."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               MLFLOW_TRACKING_URI=tracking_uri())
+    if run_id:
+        env["MLFLOW_RUN_ID"] = run_id
+    else:
+        env.pop("MLFLOW_RUN_ID", None)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _addresses(hosts: dict[str, int], count: int) -> list[str]:
+    """`count` host:port addresses, filling each host's slots in turn."""
+    names = [host for host, slots in hosts.items() for _ in range(slots)]
+    names += ["localhost"] * max(0, count - len(names))
+    return [f"{host}:{_free_port()}" for host in names[:count]]
+
+
+def _process(host_port: str, command: list[str], env: dict[str, str], label: str, waited: bool) -> Process:
+    """A local process, or one started over ssh on its host (same checkout path there)."""
+    host = host_port.rsplit(":", 1)[0]
+    if host in ("localhost", "127.0.0.1", socket.gethostname()):
+        return Process(command, env, label, waited)
+    remote = f"cd {shlex.quote(str(ROOT))} && env TF_CONFIG={shlex.quote(env['TF_CONFIG'])} " \
+             f"MLFLOW_RUN_ID={shlex.quote(env.get('MLFLOW_RUN_ID', ''))} {shlex.join(command)}"
+    return Process(["ssh", host, remote], env, label, waited)
+
+
+def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) -> list[Process]:
+    """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
+    train = params.train
+    hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
+    cluster = {"worker": _addresses(hosts, train.np)}
+    with_servers = train.backend == "parameter-server"
+    if with_servers:
+        cluster |= {"ps": _addresses({}, train.num_ps), "chief": _addresses({}, 1)}
+    processes = []
+    for task_type, addresses in cluster.items():
+        for index, address in enumerate(addresses):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+            is_server = with_servers and task_type != "chief"
+            command = PS_SERVER if is_server else trainer_command(config_file)
+            label = f"{task_type}{index}" if with_servers else str(index)
+            processes.append(_process(address, command, env | {"TF_CONFIG": tf_config}, label, not is_server))
+    return processes
+
+
+def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> list[Process]:
+    """The processes of one training job (controller: Horovod's, None for tf.distribute backends)."""
+    if controller is not None:
+        return [Process(horovod_command(params, controller, config_file), env)]
+    if params.train.backend in CLUSTER_BACKENDS:
+        return cluster_processes(params, config_file, env)
+    return [Process(trainer_command(config_file), env, "0")]

@@ -1,0 +1,116 @@
+"""Preflight: everything that can be checked before a launch, each failure one clear line."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tasks.params import Params
+from trainer.backends import HOROVOD_BACKENDS
+from trainer.config import TrainParams
+from trainer.data import model_input_shape
+from trainer.models import MODEL_CATALOG
+from trainer.prepared_data import read_manifest
+
+CHECK_BUILD_CACHE = Path(sys.executable).parent.parent / ".ringflow-check-build"
+
+
+class PreflightError(RuntimeError):
+    """A launch would fail; the message says why in one line."""
+
+
+def check_build_report() -> str:
+    """`horovodrun --check-build`, as scripts/setup.sh recorded it (run now when it did not)."""
+    if CHECK_BUILD_CACHE.is_file():
+        return CHECK_BUILD_CACHE.read_text()
+    horovodrun = Path(sys.executable).with_name("horovodrun")
+    done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True)
+    return done.stdout
+
+
+def controller(train: TrainParams, report: str) -> str:
+    """'mpi' or 'gloo': the requested one, or for auto MPI when Horovod has it and mpirun exists."""
+    if train.controller != "auto":
+        return train.controller
+    return "mpi" if "[X] MPI" in report and shutil.which("mpirun") else "gloo"
+
+
+def parse_hosts(hosts: str) -> dict[str, int]:
+    """'h1:4,h2:2' -> {'h1': 4, 'h2': 2} (a host without ':N' has 1 slot)."""
+    slots = {}
+    for item in filter(None, (part.strip() for part in hosts.split(","))):
+        name, _, count = item.partition(":")
+        if count and not count.isdigit():
+            raise PreflightError(f"bad hosts entry {item!r}: expected host or host:slots")
+        slots[name] = slots.get(name, 0) + int(count or 1)
+    return slots
+
+
+def read_hostfile(path: str) -> dict[str, int]:
+    """A horovodrun hostfile: 'host slots=N' (or 'host:N') per line."""
+    file = Path(path)
+    if not file.is_file():
+        raise PreflightError(f"hostfile {file} does not exist")
+    lines = [line.split("#")[0].strip() for line in file.read_text().splitlines()]
+    entries = [line.replace(" slots=", ":").replace("slots=", ":") for line in lines if line]
+    return parse_hosts(",".join(entries))
+
+
+def host_slots(train: TrainParams) -> dict[str, int]:
+    """The hosts a launch uses and their slots (localhost with np slots by default)."""
+    if train.hostfile:
+        return read_hostfile(train.hostfile)
+    if train.hosts:
+        return parse_hosts(train.hosts)
+    return {"localhost": train.np}
+
+
+def check_hosts(train: TrainParams) -> dict[str, int]:
+    slots = host_slots(train)
+    for host in slots:
+        try:
+            socket.gethostbyname(host)
+        except OSError:
+            raise PreflightError(f"host {host!r} does not resolve") from None
+    if train.backend in HOROVOD_BACKENDS and train.np > sum(slots.values()):
+        raise PreflightError(f"np {train.np} exceeds the {sum(slots.values())} slots of "
+                             + ",".join(f"{h}:{n}" for h, n in slots.items()))
+    return slots
+
+
+def check_horovod(train: TrainParams) -> str:
+    """Horovod built with TensorFlow and the controller to use; returns that controller."""
+    report = check_build_report()
+    if "[X] TensorFlow" not in report:
+        raise PreflightError("Horovod is not built with TensorFlow (run `make setup`)")
+    chosen = controller(train, report)
+    if f"[X] {'MPI' if chosen == 'mpi' else 'Gloo'}" not in report.split("Available Tensor Operations")[0]:
+        raise PreflightError(f"Horovod is not built with the {chosen.upper()} controller")
+    if chosen == "mpi" and not shutil.which("mpirun"):
+        raise PreflightError("controller mpi needs mpirun on PATH")
+    if train.jit_compile:
+        raise PreflightError("jit_compile needs Horovod's XLA ops, which this build leaves out: "
+                             "use a tf.distribute backend")
+    return chosen
+
+
+def preflight_launch(params: Params) -> str | None:
+    """The checks that need no data: hosts, slots, Horovod build; returns the Horovod controller if any."""
+    check_hosts(params.train)
+    return check_horovod(params.train) if params.train.backend in HOROVOD_BACKENDS else None
+
+
+def preflight(params: Params, data_dir: Path) -> str | None:
+    """Check data, model fit, hosts and Horovod; returns the Horovod controller (None for tf.distribute)."""
+    try:
+        manifest = read_manifest(data_dir)
+    except FileNotFoundError as error:
+        raise PreflightError(str(error)) from None
+    shape = model_input_shape(manifest, params.input.image_size)
+    needed = MODEL_CATALOG[params.train.model].min_size
+    if min(shape[:2]) < needed:
+        raise PreflightError(f"model {params.train.model} needs inputs of at least {needed}x{needed}; "
+                             f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
+    return preflight_launch(params)

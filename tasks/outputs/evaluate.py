@@ -1,0 +1,72 @@
+"""evaluate: test loss, accuracy (top-5 with more than 10 classes), per-class precision/recall, confusion matrix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tasks.paths import PREPARED_DIR
+
+TOP_K = 5
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the test split says about a model."""
+    metrics: dict[str, float]  # test_loss, test_accuracy[, test_top5_accuracy]
+    per_class: dict[str, dict[str, float]]  # class name -> precision, recall, support
+    confusion: np.ndarray  # [true class, predicted class] counts
+    class_names: list[str]
+
+
+def predict_split(model_dir: Path, data_dir: Path, split: str = "test",
+                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities [N, classes], labels [N]) of the model over a whole split."""
+    from trainer.data import rank_dataset
+    from trainer.model_io import load_model, read_spec
+    from trainer.prepared_data import read_manifest
+    model = load_model(model_dir)
+    dataset = rank_dataset(data_dir, read_manifest(data_dir), split, batch_size=batch_size,
+                           input_shape=tuple(read_spec(model_dir)["input_shape"]))
+    probabilities, labels = [], []
+    for images, batch_labels in dataset:
+        probabilities.append(model(images, training=False).numpy())
+        labels.append(batch_labels.numpy())
+    return np.concatenate(probabilities).astype(np.float64), np.concatenate(labels).astype(np.int64)
+
+
+def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, num_classes: int) -> np.ndarray:
+    """Counts of (true, predicted) pairs."""
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (labels, predicted), 1)
+    return matrix
+
+
+def per_class_scores(matrix: np.ndarray, class_names: list[str]) -> dict[str, dict[str, float]]:
+    """Precision and recall of every class (0 where a class was never predicted / never present)."""
+    true_positives = np.diag(matrix).astype(np.float64)
+    predicted, actual = matrix.sum(axis=0), matrix.sum(axis=1)
+    precision = np.divide(true_positives, predicted, out=np.zeros_like(true_positives), where=predicted > 0)
+    recall = np.divide(true_positives, actual, out=np.zeros_like(true_positives), where=actual > 0)
+    return {name: {"precision": float(precision[i]), "recall": float(recall[i]), "support": int(actual[i])}
+            for i, name in enumerate(class_names)}
+
+
+def score(probabilities: np.ndarray, labels: np.ndarray, class_names: list[str]) -> Evaluation:
+    """Every test metric from the predicted probabilities."""
+    picked = np.clip(probabilities[np.arange(len(labels)), labels], 1e-7, 1.0)
+    predicted = probabilities.argmax(axis=1)
+    metrics = {"test_loss": float(-np.log(picked).mean()), "test_accuracy": float((predicted == labels).mean())}
+    if len(class_names) > 10:
+        top_k = np.argsort(-probabilities, axis=1)[:, :TOP_K]
+        metrics[f"test_top{TOP_K}_accuracy"] = float((top_k == labels[:, None]).any(axis=1).mean())
+    matrix = confusion_matrix(labels, predicted, len(class_names))
+    return Evaluation(metrics, per_class_scores(matrix, class_names), matrix, class_names)
+
+
+def evaluate(model_dir: Path, data_dir: Path = PREPARED_DIR, batch_size: int = 256) -> Evaluation:
+    """The model's evaluation over the whole test split."""
+    from trainer.prepared_data import read_manifest
+    probabilities, labels = predict_split(model_dir, data_dir, "test", batch_size)
+    return score(probabilities, labels, [str(name) for name in read_manifest(data_dir)["classes"]])

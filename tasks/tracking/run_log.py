@@ -1,0 +1,124 @@
+"""What a run records in MLflow: resolved params, data and code version, outputs and artifacts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tasks.atomic import atomic_dir
+from tasks.data.validate import REPORT_NAME
+from tasks.outputs.charts import confusion_matrix_png, training_curves_png
+from tasks.outputs.evaluate import Evaluation
+from tasks.params import Params
+from tasks.paths import PREPARED_DIR
+from tasks.tracking import mlflow_store
+from tasks.tracking.model_registry import GateDecision
+from tasks.versioning.dvc import DataVersion
+from tasks.versioning.run_state import RunState
+from trainer.config import CONFIG_FILE_NAME
+from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY
+from trainer.prepared_data import MANIFEST_NAME
+
+STATE_TAG = "ringflow.state_key"  # the run's RunState.key: what the retraining skip looks up
+
+
+def run_params(params: Params) -> dict[str, Any]:
+    """Training params by their plain names (`np`, `epochs`, ...), data and input params as `data.*`, `input.*`."""
+    logged = dict(params.train.model_dump())
+    for section in ("data", "input"):
+        logged.update({f"{section}.{key}": value for key, value in getattr(params, section).model_dump().items()})
+    return logged
+
+
+def open_run(params: Params, version: DataVersion, state: RunState) -> str:
+    """Create the MLflow run of one pipeline run, with params, data hash, git commit and state key."""
+    tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
+            "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
+            "ringflow.code_version": state.code_version}
+    logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
+                                   "params_hash": state.params_hash}
+    run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
+    params_text = yaml.safe_dump(params.model_dump(), sort_keys=False)
+    mlflow_store.client().log_text(run_id, params_text, "params.resolved.yaml")
+    for name in (MANIFEST_NAME, REPORT_NAME):
+        if (PREPARED_DIR / name).is_file():
+            mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
+    return run_id
+
+
+def last_successful_run(experiment: str, state: RunState) -> str | None:
+    """The newest FINISHED run trained from the same data, code and params, if any."""
+    runs = mlflow_store.newest_runs(experiment, f"tags.`{STATE_TAG}` = '{state.key}' "
+                                                "and attributes.status = 'FINISHED'")
+    return runs[0].info.run_id if runs else None
+
+
+def steady_images_per_sec(summary: dict[str, Any]) -> float:
+    """Mean images/sec over the epochs after the first (which includes tracing and warm-up)."""
+    per_epoch = summary["history"].get("images_per_sec", [])
+    steady = per_epoch[1:] or per_epoch
+    return sum(steady) / len(steady) if steady else 0.0
+
+
+def single_process_rate(experiment: str, key: str) -> float | None:
+    """images_per_sec_steady of the latest finished np=1 run with this config key, if any."""
+    runs = mlflow_store.newest_runs(experiment, f"params.scaling_key = '{key}' and params.np = '1' "
+                                            "and attributes.status = 'FINISHED'")
+    return runs[0].data.metrics.get("images_per_sec_steady") if runs else None
+
+
+def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir: Path, scaling_key: str) -> None:
+    """Resolved distributed values, throughput and scaling efficiency, the model's files, TensorBoard logs."""
+    mlflow_store.log_params(run_id, {"world_size": summary["world_size"], "scaling_key": scaling_key,
+                                 "global_batch_size": summary["global_batch_size"],
+                                 "scaled_learning_rate": summary["learning_rate"],
+                                 "warmup_start_learning_rate": summary["warmup_start_learning_rate"],
+                                 "warmup_steps": summary["warmup_steps"],
+                                 "steps_per_epoch": summary["steps_per_epoch"],
+                                 "resumed_from_epoch": summary["resumed_from_epoch"]})
+    steady = steady_images_per_sec(summary)
+    metrics = {"images_per_sec_steady": steady}
+    reference = single_process_rate(params.tracking.experiment, scaling_key)
+    if reference and params.train.np > 1:
+        metrics["scaling_efficiency"] = steady / (params.train.np * reference)
+    mlflow_store.log_metrics(run_id, metrics)
+    for name in (MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY, CONFIG_FILE_NAME):
+        mlflow_store.log_artifacts(run_id, model_dir / name, "model")
+    if (model_dir / "tensorboard").is_dir():
+        mlflow_store.log_artifacts(run_id, model_dir / "tensorboard", "tensorboard")
+
+
+def log_export(run_id: str, savedmodel: Path, max_abs_diff: float) -> Path:
+    """The SavedModel as run artifacts; returns its path inside the artifact store."""
+    mlflow_store.log_metrics(run_id, {"export_max_abs_diff": max_abs_diff})
+    mlflow_store.log_artifacts(run_id, savedmodel, "savedmodel")
+    return mlflow_store.artifact_dir(run_id) / "savedmodel"
+
+
+def metric_name(text: str) -> str:
+    """A class name as MLflow allows it in a metric key."""
+    return "".join(char if char.isalnum() or char in "_-./" else "_" for char in text)
+
+
+def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[float]], work_dir: Path) -> None:
+    """Test metrics, per-class precision/recall (metrics and JSON), confusion-matrix and training-curves PNGs."""
+    per_class_metrics = {f"test_{score}_{metric_name(name)}": values[score]
+                         for name, values in evaluation.per_class.items() for score in ("precision", "recall")}
+    mlflow_store.log_metrics(run_id, evaluation.metrics | per_class_metrics)
+    with atomic_dir(work_dir) as tmp:
+        (tmp / "per_class.json").write_text(json.dumps(evaluation.per_class, indent=2))
+        (tmp / "confusion_matrix.json").write_text(json.dumps(
+            {"classes": evaluation.class_names, "matrix": evaluation.confusion.tolist()}))
+        confusion_matrix_png(evaluation.confusion, evaluation.class_names, tmp / "confusion_matrix.png")
+        training_curves_png(history, tmp / "training_curves.png")
+    mlflow_store.log_artifacts(run_id, work_dir, "evaluation")
+
+
+def log_gate(run_id: str, decision: GateDecision) -> None:
+    """The promotion decision and both accuracies as run tags."""
+    client = mlflow_store.client()
+    for key, value in {"model_version": decision.version, "decision": decision.alias,
+                       "champion_accuracy": decision.champion_accuracy, "min_delta": decision.min_delta}.items():
+        client.set_tag(run_id, f"ringflow.gate.{key}", "" if value is None else str(value))

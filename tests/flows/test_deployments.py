@@ -1,0 +1,186 @@
+"""prefect.yaml deployments run by `make serve` (a real Prefect server on a free 127.0.0.1 port and a real process
+worker) in a private copy of the checkout: override, refusal, schedule, retrain skip and force, artifacts."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.helpers import BIN, ROOT, api_call, copy_checkout, free_port, quiet_env, run
+
+pytestmark = pytest.mark.slow  # make serve: Prefect server and worker
+
+POOL = "ringflow-local"
+OVERRIDE = "learning_rate=0.002"
+
+
+@dataclass(frozen=True)
+class Served:
+    repo: Path
+    api: str
+    env: dict[str, str]
+
+
+def wait_for_worker(api: str, serve: subprocess.Popen, timeout: float = 240) -> None:
+    """Until the work pool has an online worker and both deployments exist."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert serve.poll() is None, f"make serve exited with {serve.returncode}"
+        try:
+            workers = api_call(api, f"/work_pools/{POOL}/workers/filter", {})
+            api_call(api, "/deployments/name/training-pipeline/retrain")
+            if any(worker["status"] == "ONLINE" for worker in workers):
+                return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise TimeoutError("no online worker")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`scripts/serve.sh` (what `make serve` runs) in a checkout whose params.yaml trains 2 epochs."""
+    repo = copy_checkout(tmp_path_factory.mktemp("served"))
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["train"]["epochs"] = 2
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", "2 epochs"],
+                   cwd=repo, check=True)
+    port = free_port()
+    env = quiet_env(PREFECT_PORT=str(port), PREFECT_HOME=str(repo / ".prefect"))
+    env.pop("PREFECT_API_URL", None)
+    log = open(repo.parent / "serve.log", "w")
+    serve = subprocess.Popen(["bash", "scripts/serve.sh"], cwd=repo, env=env, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        wait_for_worker(api, serve)
+        yield Served(repo, api, env | {"PREFECT_API_URL": api})
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+        log.close()
+
+
+def deployment_run(served: Served, name: str, *params: str) -> tuple[subprocess.CompletedProcess, str | None]:
+    """`prefect deployment run training-pipeline/<name> --param ... --watch`; (result, flow run id)."""
+    arguments = [item for param in params for item in ("--param", param)]
+    done = run([str(BIN / "prefect"), "deployment", "run", f"training-pipeline/{name}", *arguments, "--watch"],
+               served.repo, served.env, timeout=900)
+    found = re.search(r"UUID:\s*([0-9a-f-]{36})", done.stdout)
+    return done, found.group(1) if found else None
+
+
+def flow_run_artifacts(served: Served, flow_run_id: str) -> dict[str, dict]:
+    """The flow run's artifacts by key."""
+    found = api_call(served.api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})
+    return {artifact["key"]: artifact for artifact in found}
+
+
+def mlflow_runs(served: Served) -> list:
+    """Training runs of the checkout's MLflow store, newest first."""
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ringflow")
+    return list(client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"]))
+
+
+@pytest.fixture(scope="module")
+def trained(served: Served) -> str:
+    """One `train` deployment run with a --param override; its flow run id."""
+    done, flow_run_id = deployment_run(served, "train", OVERRIDE)
+    assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert flow_run_id
+    return flow_run_id
+
+
+def test_every_entrypoint_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.flows import load_flow_from_entrypoint
+    monkeypatch.chdir(ROOT)
+    deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+    assert {d["name"] for d in deployments} == {"train", "retrain"}
+    for deployment in deployments:
+        assert load_flow_from_entrypoint(deployment["entrypoint"]).name == "training-pipeline"
+
+
+def test_retrain_schedule_is_registered(served: Served) -> None:
+    retrain = api_call(served.api, "/deployments/name/training-pipeline/retrain")
+    (schedule,) = retrain["schedules"]
+    assert (schedule["schedule"]["cron"], schedule["schedule"]["timezone"], schedule["active"]) == \
+        ("0 3 * * 1", "UTC", True)
+    assert retrain["parameters"] == {"skip_unchanged": True} and retrain["enforce_parameter_schema"]
+    assert retrain["work_pool_name"] == POOL
+    assert api_call(served.api, "/deployments/name/training-pipeline/train")["schedules"] == []
+
+
+@pytest.mark.parametrize("param, field", [("epochs=0", "epochs"), ("backend=tpu", "backend"),
+                                          ("model=vgg", "model")])
+def test_a_bad_param_is_refused_before_any_run(served: Served, param: str, field: str) -> None:
+    before = len(api_call(served.api, "/flow_runs/filter", {}))
+    done, _ = deployment_run(served, "train", param)
+    assert done.returncode != 0
+    assert f"Validation failed for field '{field}'" in done.stdout + done.stderr
+    assert len(api_call(served.api, "/flow_runs/filter", {})) == before
+
+
+def test_train_run_carries_the_override(served: Served, trained: str) -> None:
+    (mlflow_run,) = mlflow_runs(served)
+    assert mlflow_run.info.status == "FINISHED"
+    assert (mlflow_run.data.params["learning_rate"], mlflow_run.data.params["epochs"]) == ("0.002", "2")
+    assert mlflow_run.data.metrics["test_accuracy"] > 0.8
+
+
+def test_evaluation_report_and_registered_model(served: Served, trained: str) -> None:
+    import mlflow.pyfunc
+    from mlflow.tracking import MlflowClient
+    (mlflow_run,) = mlflow_runs(served)
+    uri = f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    files = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "evaluation")}
+    assert files == {f"evaluation/{name}" for name in ("per_class.json", "confusion_matrix.json",
+                                                        "confusion_matrix.png", "training_curves.png")}
+    metrics = mlflow_run.data.metrics
+    assert all(0 <= metrics[f"test_{kind}_{digit}"] <= 1 for kind in ("precision", "recall") for digit in range(10))
+    assert "test_top5_accuracy" not in metrics  # 10 classes
+    champion = client.get_model_version_by_alias("ringflow", "champion")
+    assert champion.run_id == mlflow_run.info.run_id and mlflow_run.data.tags["ringflow.gate.decision"] == "champion"
+    mlflow.set_tracking_uri(uri)
+    model = mlflow.pyfunc.load_model("models:/ringflow@champion")
+    assert tuple(model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"]) == (-1, 8, 8, 1)
+    assert model.predict(np.zeros((2, 8, 8, 1), np.float32)).shape == (2, 10)
+
+
+def test_prefect_artifacts_summarize_the_run(served: Served, trained: str) -> None:
+    artifacts = flow_run_artifacts(served, trained)
+    (mlflow_run,) = mlflow_runs(served)
+    summary = artifacts["run-summary"]["data"]
+    assert mlflow_run.info.run_id in summary and "#/experiments/" in summary
+    assert "champion" in summary and mlflow_run.data.params["data_hash"] in summary
+    epochs = artifacts["epoch-metrics"]["data"]
+    rows = yaml.safe_load(epochs) if isinstance(epochs, str) else epochs
+    assert [row["epoch"] for row in rows] == [1, 2] and all("val_accuracy" in row for row in rows)
+    assert "data-validation" in artifacts
+
+
+def test_retrain_skips_when_nothing_changed_and_trains_when_forced(served: Served, trained: str) -> None:
+    skipped, skipped_id = deployment_run(served, "retrain", OVERRIDE)
+    assert skipped.returncode == 0, skipped.stdout[-3000:]
+    assert "Training skipped" in flow_run_artifacts(served, skipped_id)["run-summary"]["data"]
+    assert len(mlflow_runs(served)) == 1
+    task_runs = api_call(served.api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [skipped_id]}}})
+    assert [r["state_name"] for r in task_runs if r["name"].startswith("validate")] == ["Cached"]
+    forced, forced_id = deployment_run(served, "retrain", OVERRIDE, "force=true")
+    assert forced.returncode == 0, forced.stdout[-3000:]
+    newest, first = mlflow_runs(served)
+    assert newest.info.status == "FINISHED" and newest.info.run_id != first.info.run_id
+    assert newest.data.tags["ringflow.gate.decision"] in ("champion", "challenger")
+    assert "Gate:" in flow_run_artifacts(served, forced_id)["run-summary"]["data"]

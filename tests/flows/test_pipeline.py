@@ -1,0 +1,148 @@
+"""The whole pipeline on the built-in dataset with 2 Horovod ranks, in a private copy of the checkout.
+
+The flow runs against a real Prefect server; MLflow, DVC and Horovod run for real.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
+
+pytestmark = pytest.mark.slow  # the whole pipeline: Prefect server, Horovod, DVC
+
+EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy", "images_per_sec")
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    repo: Path
+    output: str
+    run_id: str
+    test_accuracy: float
+    savedmodel: Path
+
+
+def mlflow_client(repo: Path):
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> PipelineRun:
+    repo = copy_checkout(tmp_path_factory.mktemp("checkout"))
+    done = run([PYTHON, "-m", "flows.pipeline"], repo, quiet_env(PREFECT_API_URL=prefect_api))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = dict(re.findall(r"^(mlflow run id|test accuracy|SavedModel):\s+(\S+)$", done.stdout, re.M))
+    return PipelineRun(repo, done.stdout, found["mlflow run id"], float(found["test accuracy"]),
+                       Path(found["SavedModel"]))
+
+
+def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun) -> None:
+    client = mlflow_client(pipeline_run.repo)
+    mlflow_run = client.get_run(pipeline_run.run_id)
+    assert mlflow_run.info.status == "FINISHED"
+    params = mlflow_run.data.params
+    assert (params["np"], params["model"], params["epochs"], params["world_size"]) == ("2", "cnn", "20", "2")
+    assert float(params["scaled_learning_rate"]) == pytest.approx(2 * float(params["learning_rate"]))
+    assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(pipeline_run.test_accuracy, abs=1e-4)
+    assert pipeline_run.test_accuracy >= 0.95
+    assert "test_loss" in mlflow_run.data.metrics
+    for key in EPOCH_METRICS:
+        assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
+    artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}
+    assert {"model", "savedmodel", "params.resolved.yaml", "data", "evaluation"} <= artifacts
+    data_files = {a.path for a in client.list_artifacts(pipeline_run.run_id, "data")}
+    assert data_files == {"data/manifest.json", "data/validation.json"}
+
+
+def test_run_records_data_hash_and_git_commit(pipeline_run: PipelineRun) -> None:
+    params = mlflow_client(pipeline_run.repo).get_run(pipeline_run.run_id).data.params
+    lock = yaml.safe_load((pipeline_run.repo / "dvc.lock").read_text())
+    assert params["data_hash"] == lock["stages"]["prepare"]["outs"][0]["md5"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=pipeline_run.repo, capture_output=True, text=True)
+    assert params["git_commit"] == head.stdout.strip()
+
+
+def test_dvc_status_is_clean_and_data_is_pushed(pipeline_run: PipelineRun) -> None:
+    dvc = str(BIN / "dvc")
+    status = run([dvc, "status"], pipeline_run.repo, quiet_env())
+    assert status.returncode == 0 and "Data and pipelines are up to date." in status.stdout, status.stdout
+    remote = run([dvc, "status", "--cloud", "prepare"], pipeline_run.repo, quiet_env())
+    assert "Cache and remote 'local' are in sync." in remote.stdout, remote.stdout
+
+
+def test_savedmodel_reloads_and_matches_the_trained_model(pipeline_run: PipelineRun) -> None:
+    import tensorflow as tf
+
+    from tests.helpers import read_split
+    from trainer.model_io import load_model
+    images, labels = read_split(pipeline_run.repo / "data" / "prepared", "test")
+    serve = tf.saved_model.load(str(pipeline_run.savedmodel)).signatures["serving_default"]
+    served = serve(images=tf.constant(images))
+    trained = load_model(pipeline_run.repo / "outputs" / "model").predict(images, verbose=0)
+    np.testing.assert_allclose(served["probabilities"].numpy(), trained, atol=1e-5)
+    assert np.mean(served["classes"].numpy() == labels) >= 0.95
+
+
+def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun, prefect_api: str) -> None:
+    flow_runs = api_call(prefect_api, "/flow_runs/filter", {})
+    assert [r["state_type"] for r in flow_runs] == ["COMPLETED"]
+    task_runs = api_call(prefect_api, "/task_runs/filter", {})
+    assert {"convert", "validate", "version", "train", "evaluate", "export", "register", "record-outputs"} <= \
+        {r["name"].rsplit("-", 1)[0] for r in task_runs}
+    artifacts = api_call(prefect_api, "/artifacts/filter", {})
+    validation = [a for a in artifacts if a["key"] == "data-validation"]
+    assert len(validation) == 1 and "| train | 1257 | 8 |" in validation[0]["data"]
+
+
+def test_dvc_repro_runs_the_same_steps_without_prefect(tmp_path: Path) -> None:
+    repo = copy_checkout(tmp_path)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["train"]["epochs"] = 2
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    done = run([str(BIN / "dvc"), "repro"], repo, quiet_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    metrics = json.loads((repo / "outputs" / "metrics.json").read_text())
+    assert (repo / "outputs" / "savedmodel" / "saved_model.pb").is_file()
+    run_id = json.loads((repo / "outputs" / "model" / "run.json").read_text())["run_id"]
+    mlflow_run = mlflow_client(repo).get_run(run_id)
+    assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.params["epochs"] == "2"
+    assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+    again = run([str(BIN / "dvc"), "status"], repo, quiet_env())
+    assert "Data and pipelines are up to date." in again.stdout, again.stdout
+
+
+def test_restore_by_run_id_brings_back_that_runs_data(pipeline_run: PipelineRun) -> None:
+    import shutil
+    prepared = pipeline_run.repo / "data" / "prepared"
+    manifest = (prepared / "manifest.json").read_bytes()
+    shutil.rmtree(prepared)
+    done = run([PYTHON, "-m", "tasks", "restore", "--run-id", pipeline_run.run_id], pipeline_run.repo, quiet_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (prepared / "manifest.json").read_bytes() == manifest
+    status = run([str(BIN / "dvc"), "status", "prepare"], pipeline_run.repo, quiet_env())
+    assert "Data and pipelines are up to date." in status.stdout, status.stdout
+
+
+def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: PipelineRun, prefect_api: str) -> None:
+    done = run([PYTHON, "-m", "flows.scaling", "--set", "epochs=3", "--set", "scaling_np=[1, 2]"],
+               pipeline_run.repo, quiet_env(PREFECT_API_URL=prefect_api))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shown = dict(re.findall(r"^np=(\d): [\d,.]+ images/sec, efficiency ([\d.]+)$", done.stdout, re.M))
+    assert set(shown) == {"1", "2"} and float(shown["1"]) == 1.0 and 0 < float(shown["2"]) < 1.5
+    client = mlflow_client(pipeline_run.repo)
+    experiment = client.get_experiment_by_name("ringflow").experiment_id
+    (report,) = client.search_runs([experiment], "tags.`ringflow.kind` = 'scaling'")
+    assert {a.path for a in client.list_artifacts(report.info.run_id)} == {"scaling.csv", "scaling.png"}
+    (two,) = client.search_runs([experiment], "params.np = '2' and params.epochs = '3'")
+    assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
+    artifacts = api_call(prefect_api, "/artifacts/filter", {})
+    assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)

@@ -1,0 +1,63 @@
+"""Parameters: params.yaml defaults, overrides, and one clear line for each bad value."""
+from __future__ import annotations
+
+import pytest
+
+from tasks.params import ParamsError, load_params, parse_assignments
+from tests.helpers import PYTHON, ROOT, quiet_env, run
+
+BAD_VALUES = [
+    ("model=resnet9000", "bad parameter train.model: unknown model 'resnet9000'"),
+    ("dataset=imagenet", "bad parameter data.dataset: unknown dataset 'imagenet'"),
+    ("np=0", "bad parameter train.np: Input should be greater than or equal to 1"),
+    ("batch_size=0", "bad parameter train.batch_size: Input should be greater than or equal to 1"),
+    ("train.epochs=0", "bad parameter train.epochs: Input should be greater than or equal to 1"),
+    ("epochz=3", "bad parameter epochz: no such parameter"),
+]
+
+
+def test_defaults_come_from_params_yaml() -> None:
+    params = load_params()
+    assert (params.train.np, params.train.model, params.data.dataset) == (2, "cnn", "digits")
+
+
+def test_params_yaml_and_the_models_defaults_agree() -> None:
+    import yaml
+
+    from tasks.params import Params
+    from tasks.paths import PARAMS_FILE
+    written = yaml.safe_load(PARAMS_FILE.read_text())
+    defaults = Params().model_dump(mode="json")
+    assert {section: set(values) for section, values in written.items()} == \
+        {section: set(values) for section, values in defaults.items()}  # every field, and no other, in the file
+    assert written == defaults
+
+
+def test_overrides_by_plain_and_dotted_name() -> None:
+    params = load_params({"epochs": "3", "train.np": 1, "scale_lr": "false"})
+    assert (params.train.epochs, params.train.np, params.train.scale_lr) == (3, 1, False)
+
+
+def test_ambiguous_name_needs_a_section() -> None:
+    with pytest.raises(ParamsError, match="seed: ambiguous"):
+        load_params({"seed": "1"})
+
+
+def test_assignment_without_equals_is_refused() -> None:
+    with pytest.raises(ParamsError, match="expected KEY=VALUE"):
+        parse_assignments(["epochs"])
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_VALUES)
+def test_bad_value_stops_the_pipeline_with_one_line(override: str, message: str) -> None:
+    done = run([PYTHON, "-m", "flows.pipeline", "--set", override], ROOT, quiet_env(), timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), done.stderr
+    assert "Flow run" not in done.stdout + done.stderr  # nothing was launched
+
+
+def test_bad_value_stops_a_dvc_stage_command() -> None:
+    done = run([PYTHON, "-m", "tasks", "train", "--set", "np=0"], ROOT, quiet_env(), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: bad parameter train.np: Input should be greater than or equal to 1 (got 0)"

@@ -1,0 +1,92 @@
+"""The training engine for real: every backend, resume after a kill, LR scaling and warmup."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.launch.plan import launch_plan, rank_environment
+from tasks.launch.preflight import preflight
+from tasks.launch.train import job_spec, train, write_trainer_config
+from tasks.outputs.evaluate import evaluate
+from tasks.params import Params, TrainParams
+from tests.helpers import ROOT, quiet_env
+from trainer.model_io import read_train_summary
+
+pytestmark = pytest.mark.slow  # real Horovod and tf.distribute jobs
+
+SAME_WEIGHTS = ("horovod", "horovod-tape", "multiworker")
+
+
+def digests(lines: list[str]) -> list[str]:
+    return re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", "\n".join(lines))
+
+
+def train_for_test(params: Params, data_dir: Path, tmp_path: Path, lines: list[str]) -> Path:
+    out = tmp_path / "model"
+    quiet = params.model_copy(update={"train": params.train.model_copy(update={"tensorboard": False})})
+    train(quiet, data_dir, out, None, lines.append, checkpoint_root=tmp_path / "checkpoints")
+    return out
+
+
+@pytest.mark.parametrize("backend", ["horovod", "horovod-tape", "mirrored", "multiworker", "central-storage",
+                                     "one-device", "parameter-server"])
+def test_every_backend_trains_the_cnn(backend: str, digits_data: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    params = Params(train=TrainParams(backend=backend, np=2, epochs=6, warmup_epochs=1))
+    out = train_for_test(params, digits_data, tmp_path, lines)
+    assert evaluate(out, digits_data).metrics["test_accuracy"] >= 0.8, lines[-10:]
+    epochs = [line for line in lines if re.search(r"epoch \d+: ", line)]
+    assert len(epochs) == 6 and all("images_per_sec=" in line for line in epochs)
+    if backend in SAME_WEIGHTS:
+        found = digests(lines)
+        assert len(found) == 2 and found[0] == found[1]
+
+
+def test_scaled_learning_rate_and_warmup_values(digits_data: Path, tmp_path: Path) -> None:
+    from trainer.schedule import WarmupSchedule, scaled_rates
+    assert scaled_rates(0.001, 4, True) == (0.001, 0.004)
+    assert scaled_rates(0.001, 4, False) == (0.0, 0.001)
+    schedule = WarmupSchedule(0.001, 0.004, 100)
+    assert [round(float(schedule(step)), 6) for step in (0, 50, 100, 500)] == [0.001, 0.0025, 0.004, 0.004]
+    lines: list[str] = []
+    out = train_for_test(Params(train=TrainParams(np=2, epochs=2, warmup_epochs=1)), digits_data, tmp_path, lines)
+    summary = read_train_summary(out)
+    assert (summary["learning_rate"], summary["warmup_start_learning_rate"]) == (0.002, 0.001)
+    assert summary["warmup_steps"] == summary["steps_per_epoch"] == 1257 // 64
+    rates = [float(re.search(r"learning_rate=([\d.e-]+)", line)[1]) for line in lines if "epoch " in line]
+    assert rates[0] == pytest.approx(0.001 + 0.001 * 18 / 19, rel=1e-3) and rates[1] == pytest.approx(0.002)
+
+
+def start_and_kill_after_epoch(params: Params, data_dir: Path, tmp_path: Path, epoch: int) -> None:
+    """Launch the real job and SIGKILL it (all ranks) as soon as `epoch` has been reported."""
+    quiet = params.model_copy(update={"train": params.train.model_copy(update={"tensorboard": False})})
+    config_file = write_trainer_config(quiet, job_spec(quiet, data_dir, tmp_path / "killed", tmp_path / "checkpoints"))
+    (process_spec,) = launch_plan(quiet, preflight(quiet, data_dir), config_file, rank_environment(None) | quiet_env())
+    job = subprocess.Popen(process_spec.command, env=process_spec.env, cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in job.stdout:
+        if f"epoch {epoch}:" in line:
+            os.killpg(job.pid, signal.SIGKILL)
+            break
+    job.wait()
+    assert job.returncode != 0
+
+
+def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: Path) -> None:
+    params = Params(train=TrainParams(np=2, epochs=4, warmup_epochs=1))
+    start_and_kill_after_epoch(params, digits_data, tmp_path, epoch=2)
+    lines: list[str] = []
+    out = train_for_test(params, digits_data, tmp_path, lines)
+    reported = [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))]
+    assert any("resuming from checkpoint at epoch 2" in line for line in lines)
+    assert reported == [3, 4]
+    found = digests(lines)
+    assert len(found) == 2 and found[0] == found[1]  # all ranks restored identically
+    summary = read_train_summary(out)
+    assert summary["resumed_from_epoch"] == 2
+

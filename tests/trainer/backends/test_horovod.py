@@ -1,0 +1,31 @@
+"""Horovod for real: 2 ranks over Gloo end with identical weights."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tasks.launch.plan import horovod_command, rank_environment
+from tasks.launch.processes import run_streaming
+from tasks.launch.train import write_trainer_config
+from tasks.params import Params, TrainParams
+from tests.helpers import ROOT, quiet_env
+from trainer.config import JobSpec
+
+pytestmark = pytest.mark.slow  # real horovodrun
+
+
+def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    params = Params(train=TrainParams(np=2, epochs=2))
+    job = JobSpec(data_dir=digits_data, out_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints", augment=False)
+    command = horovod_command(params, "gloo", write_trainer_config(params, job))
+    run_streaming(command, rank_environment(None) | quiet_env(), ROOT, lines.append)
+    digests = dict(re.findall(r"weights_sha256 rank=(\d) ([0-9a-f]{64})", "\n".join(lines)))
+    assert set(digests) == {"0", "1"}, lines[-20:]
+    assert digests["0"] == digests["1"]
+    assert (tmp_path / "model.weights.h5").is_file()  # rank 0 saved the model
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index", "ckpt-2.index"]
+    assert any("epoch 2:" in line and "images_per_sec=" in line for line in lines)
+

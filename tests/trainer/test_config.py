@@ -1,0 +1,39 @@
+"""The job's configuration file: the launcher writes the resolved params once, every process reads the same."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from tasks.launch.train import job_spec, write_trainer_config
+from tasks.params import Params, load_params
+from tests.helpers import PYTHON, ROOT, quiet_env, run
+from trainer.config import JobSpec, read_config, write_config
+
+
+def test_the_file_holds_the_resolved_params_and_the_job(digits_data: Path, tmp_path: Path) -> None:
+    params = load_params({"train.epochs": "3", "input.image_size": "64", "batch_size": "16"})
+    written = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
+    config = read_config(written)
+    assert config.train == params.train and config.input == params.input
+    assert (config.train.epochs, config.train.batch_size, config.input.image_size) == (3, 16, 64)
+    assert config.job.augment is False  # auto, on 8x8 digits
+    assert config.job.checkpoint_dir.parent == tmp_path / "ckpt" and config.job.data_dir == digits_data
+    document = json.loads(written.read_text())
+    assert document["data"] == params.data.model_dump(mode="json")  # the whole run, as logged to MLflow
+
+
+def test_a_file_the_processes_cannot_read_is_never_written(tmp_path: Path) -> None:
+    sections = Params().model_dump(mode="json")
+    sections["train"]["epochs"] = 0
+    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, augment=False)
+    with pytest.raises(ValidationError, match="epochs"):
+        write_config(sections, job, tmp_path / "config.json")
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_the_trainer_takes_only_the_config_file() -> None:
+    done = run([PYTHON, "-m", "trainer", "--epochs", "3"], ROOT, quiet_env(), timeout=120)
+    assert done.returncode == 2 and "the following arguments are required: --config" in done.stderr

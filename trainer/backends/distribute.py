@@ -1,0 +1,114 @@
+"""tf.distribute backends through Keras fit: mirrored, central-storage, one-device, multiworker, parameter-server.
+
+Single-process strategies use all local GPUs, or `train.np` logical CPU devices when there is no GPU.
+Multi-process ones read their cluster from TF_CONFIG (the launching task writes it).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from trainer import session
+from trainer.callbacks import CheckpointEveryEpoch
+from trainer.checkpoints import Checkpoints
+from trainer.config import TrainerConfig
+from trainer.data import rank_dataset, rank_record_count
+from trainer.models import build_model
+
+
+def local_devices(count: int) -> list[str]:
+    """All local GPUs, else `count` logical CPUs (configured before TensorFlow starts its runtime)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return [f"/gpu:{i}" for i in range(len(gpus))]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * max(1, count))
+    return [f"/cpu:{i}" for i in range(max(1, count))]
+
+
+def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
+    backend = config.train.backend
+    if backend == "multiworker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if backend == "parameter-server":
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return tf.distribute.experimental.ParameterServerStrategy(resolver)
+    devices = local_devices(config.train.np)
+    if backend == "mirrored":
+        return tf.distribute.MirroredStrategy(devices)
+    if backend == "central-storage":
+        return tf.distribute.experimental.CentralStorageStrategy(devices, parameter_device="/cpu:0")
+    return tf.distribute.OneDeviceStrategy(devices[0])
+
+
+def task_of_this_process() -> tuple[str, int]:
+    """(task type, index) from TF_CONFIG; ('chief', 0) when there is none."""
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    return task.get("type", "chief"), int(task.get("index", 0))
+
+
+def is_lead(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes results: the chief, or worker 0 when there is no chief."""
+    task_type, index = task_of_this_process()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return task_type == "chief" or (task_type == "worker" and index == 0)
+    return True
+
+
+def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.experimental.DatasetCreator:
+    """Each input pipeline reads its own shards, batched per replica."""
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return rank_dataset(config.job.data_dir, run.manifest, "train", rank=context.input_pipeline_id,
+                            size=context.num_input_pipelines, training=True,
+                            batch_size=context.get_per_replica_batch_size(run.global_batch),
+                            seed=config.train.seed + context.input_pipeline_id, input_shape=run.input_shape,
+                            augmented=config.job.augment, cache=config.input.cache)
+    return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
+
+
+def compiled_model(config: TrainerConfig, run: session.Plan, strategy: tf.distribute.Strategy) -> tf.keras.Model:
+    with strategy.scope():
+        model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
+        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(), metrics=["accuracy"],
+                      jit_compile=config.train.jit_compile, steps_per_execution=config.train.steps_per_execution)
+    return model
+
+
+def validation_args(config: TrainerConfig, run: session.Plan) -> dict:
+    """fit's validation arguments: the whole validation split (none for parameter-server, whose evaluation would
+    run on the coordinator's workers)."""
+    if config.train.backend == "parameter-server":
+        return {}
+    records = rank_record_count(run.manifest, "validation", 0, 1)
+    return {"validation_data": rank_dataset(config.job.data_dir, run.manifest, "validation",
+                                            batch_size=run.global_batch, input_shape=run.input_shape),
+            "validation_steps": math.ceil(records / run.global_batch)}  # needed with steps_per_execution > 1
+
+
+def train(config: TrainerConfig) -> None:
+    """Train under the configured strategy; the lead process checkpoints and saves the model."""
+    train_params, job = config.train, config.job
+    session.set_precision(config)
+    strategy = make_strategy(config)
+    task_type, task_index = task_of_this_process()
+    tf.keras.utils.set_random_seed(train_params.seed + task_index)
+    run = session.plan(config, replicas=strategy.num_replicas_in_sync)
+    model = compiled_model(config, run, strategy)
+    lead = is_lead(strategy)
+    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
+                              save_dir=None if lead else Path(tempfile.mkdtemp()))  # all save; only the lead keeps
+    started = checkpoints.restore_latest() if train_params.resume else 0
+    if started and lead:
+        print(f"resuming from checkpoint at epoch {started}", flush=True)
+    callbacks = [CheckpointEveryEpoch(checkpoints)] + (session.reporting_callbacks(config, run) if lead else [])
+    history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
+                        steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
+                        **validation_args(config, run))
+    session.print_weights_digest(model, f"task={task_type}:{task_index}")
+    out_dir = job.out_dir if lead else Path(tempfile.mkdtemp())  # every worker saves; only the lead keeps it
+    session.save_results(config, model, run, history.history, out_dir, started)

@@ -1,0 +1,48 @@
+"""Horovod set-up shared by the `horovod` (fit) and `horovod-tape` backends."""
+from __future__ import annotations
+
+import os
+
+import horovod.tensorflow as hvd_tf
+import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+
+from trainer.checkpoints import Checkpoints
+from trainer.config import TrainerConfig
+
+
+def start(config: TrainerConfig) -> tuple[int, int]:
+    """Join the ranks, pin devices, seed; returns (rank, size)."""
+    hvd.init()  # Horovod: join the ranks
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")  # Horovod: one GPU per rank
+    else:
+        cores_per_rank = max(1, (os.cpu_count() or 1) // hvd.local_size())  # Horovod: share the host's cores
+        threads = config.train.intra_op_threads or cores_per_rank
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    tf.keras.utils.set_random_seed(config.train.seed + hvd.rank())  # Horovod: distinct init, dropout, shuffling
+    return hvd.rank(), hvd.size()
+
+
+def compression(config: TrainerConfig) -> type:
+    """Gradient compression for the allreduce: fp16 when configured, else none."""
+    return hvd.Compression.fp16 if config.train.fp16_allreduce else hvd.Compression.none
+
+
+def resume(config: TrainerConfig, checkpoints: Checkpoints) -> int:
+    """Every rank restores the latest checkpoint (a directory all ranks see), so all hold the same optimizer
+    state for the first broadcast; rank 0's epoch count is the one all use."""
+    epochs_done = checkpoints.restore_latest() if config.train.resume else 0
+    epochs_done = hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
+    if hvd.rank() == 0 and epochs_done:  # Horovod: rank 0 reports
+        print(f"resuming from checkpoint at epoch {epochs_done}", flush=True)
+    return epochs_done
+
+
+def average_over_ranks(values: tf.Tensor) -> tf.Tensor:
+    """Element-wise sum over ranks (eager)."""
+    return hvd_tf.allreduce(values, op=hvd_tf.Sum)  # Horovod: sum over ranks

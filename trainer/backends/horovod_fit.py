@@ -1,0 +1,61 @@
+"""Backend `horovod`: Keras fit with hvd.DistributedOptimizer, broadcast from rank 0, own metric averaging."""
+from __future__ import annotations
+
+import math
+
+import horovod.tensorflow as hvd_tf
+import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+
+from trainer import session
+from trainer.backends import horovod_common
+from trainer.callbacks import CheckpointEveryEpoch, MetricAverage
+from trainer.checkpoints import Checkpoints
+from trainer.config import TrainerConfig
+from trainer.data import rank_dataset, rank_record_count
+from trainer.models import build_model
+
+
+def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
+    """The model compiled with a DistributedOptimizer on the scaled, warmed-up learning rate."""
+    model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
+    optimizer = hvd.DistributedOptimizer(session.make_optimizer(run),  # Horovod: averaged gradients
+                                         compression=horovod_common.compression(config))
+    model.compile(optimizer=optimizer, loss=session.loss_function(), metrics=["accuracy"],
+                  steps_per_execution=config.train.steps_per_execution)
+    return model
+
+
+def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, checkpoints: Checkpoints) -> list:
+    """Callbacks every rank runs, then rank 0's checkpointing and reporting."""
+    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
+    every_rank = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: rank 0's weights everywhere
+                  MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
+    if rank != 0:  # Horovod: only rank 0 checkpoints and reports
+        return every_rank
+    return every_rank + [CheckpointEveryEpoch(checkpoints)] + session.reporting_callbacks(config, run)
+
+
+def train(config: TrainerConfig) -> None:
+    """Train this rank's part; rank 0 saves checkpoints every epoch and the final model."""
+    train_params, job = config.train, config.job
+    rank, size = horovod_common.start(config)
+    session.set_precision(config)
+    run = session.plan(config, replicas=size)  # Horovod: one replica per rank
+    model = compiled_model(config, run)
+    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints)
+    started = horovod_common.resume(config, checkpoints)
+    hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
+    train_data = rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part
+                              batch_size=train_params.batch_size, training=True, seed=train_params.seed + rank,
+                              input_shape=run.input_shape, augmented=job.augment, cache=config.input.cache)
+    val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod: own part
+                            batch_size=train_params.batch_size, input_shape=run.input_shape)
+    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
+    history = model.fit(train_data, steps_per_epoch=run.steps_per_epoch, epochs=train_params.epochs,
+                        initial_epoch=started, verbose=0, validation_data=val_data,
+                        validation_steps=math.ceil(val_records / train_params.batch_size),
+                        callbacks=callbacks(config, run, rank, size, checkpoints))
+    session.print_weights_digest(model, f"rank={rank}")  # Horovod: every rank, to compare
+    if rank == 0:  # Horovod: only rank 0 writes the result
+        session.save_results(config, model, run, history.history, job.out_dir, started)

@@ -1,0 +1,136 @@
+"""Backend `horovod-tape`: a custom training loop with hvd.DistributedGradientTape, as in the DeepXDE Horovod
+tutorial for TensorFlow 2.
+
+Variables are broadcast from rank 0 after the first step (when the optimizer's slots exist).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import horovod.tensorflow as hvd
+import tensorflow as tf
+
+from trainer import session
+from trainer.backends import horovod_common
+from trainer.checkpoints import Checkpoints
+from trainer.config import TrainerConfig
+from trainer.data import rank_dataset
+from trainer.models import build_model
+from trainer.schedule import current_rate
+
+
+class TapeLoop:
+    """One rank's model, optimizer, metrics and compiled train / eval steps."""
+
+    def __init__(self, config: TrainerConfig, run: session.Plan) -> None:
+        self.model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
+        optimizer = session.make_optimizer(run)
+        self.scaled = config.train.precision == "mixed_float16"
+        self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
+        self.loss_fn = session.loss_function("none")
+        self.compression = horovod_common.compression(config)
+        self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "correct", "seen")}
+
+    @tf.function
+    def train_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
+        with tf.GradientTape() as tape:
+            probabilities = self.model(images, training=True)
+            per_example = self.loss_fn(labels, probabilities)
+            # Horovod averages gradients over ranks, so the local mean equals the rule of the TensorFlow
+            # distributed-training guide: summed per-example loss / global batch size, summed over ranks.
+            loss = tf.reduce_sum(per_example) / tf.cast(tf.shape(labels)[0], tf.float32)
+            objective = self.optimizer.get_scaled_loss(loss) if self.scaled else loss
+        tape = hvd.DistributedGradientTape(tape, compression=self.compression)  # Horovod: averaged gradients
+        gradients = tape.gradient(objective, self.model.trainable_variables)
+        if self.scaled:
+            gradients = self.optimizer.get_unscaled_gradients(gradients)
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+        self._count(per_example, probabilities, labels)
+
+    @tf.function
+    def eval_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
+        probabilities = self.model(images, training=False)
+        self._count(self.loss_fn(labels, probabilities), probabilities, labels)
+
+    def _count(self, per_example: tf.Tensor, probabilities: tf.Tensor, labels: tf.Tensor) -> None:
+        hits = tf.cast(tf.equal(tf.argmax(probabilities, -1, output_type=tf.int32), labels), tf.float32)
+        self.sums["loss"].update_state(tf.reduce_sum(per_example))
+        self.sums["correct"].update_state(tf.reduce_sum(hits))
+        self.sums["seen"].update_state(tf.cast(tf.size(labels), tf.float32))
+
+    def collect(self, prefix: str) -> dict[str, float]:
+        """Loss and accuracy over every rank's examples since the last collect."""
+        totals = horovod_common.average_over_ranks(  # Horovod: sums over ranks
+            tf.stack([tf.cast(self.sums[n].result(), tf.float64) for n in ("loss", "correct", "seen")])).numpy()
+        for metric in self.sums.values():
+            metric.reset_state()
+        return {f"{prefix}loss": totals[0] / totals[2], f"{prefix}accuracy": totals[1] / totals[2]}
+
+
+def run_epoch(loop: TapeLoop, train_batches: Any, val_data: Any, run: session.Plan, first: bool) -> dict:
+    """One epoch of training and validation; returns the averaged metrics with throughput."""
+    start = time.perf_counter()
+    for step in range(run.steps_per_epoch):
+        loop.train_step(*next(train_batches))
+        if first and step == 0:
+            hvd.broadcast_variables(loop.model.variables, root_rank=0)  # Horovod: after the first step
+            hvd.broadcast_variables(loop.optimizer.variables(), root_rank=0)  # Horovod: optimizer state too
+    train_seconds = time.perf_counter() - start
+    logs = loop.collect("")
+    for images, labels in val_data:
+        loop.eval_step(images, labels)
+    logs.update(loop.collect("val_"))
+    logs.update(images_per_sec=run.steps_per_epoch * run.global_batch / train_seconds,
+                epoch_time=time.perf_counter() - start, learning_rate=current_rate(loop.optimizer))
+    return logs
+
+
+def report(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
+    """Rank 0: one printed line, MLflow, TensorBoard."""
+    print(f"epoch {epoch + 1}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())), flush=True)
+    if sink is not None:
+        sink(epoch, logs)
+    if writer is not None:
+        with writer.as_default(step=epoch):
+            for key, value in logs.items():
+                tf.summary.scalar(key, value)
+
+
+def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> tuple[Any, Any]:
+    """(an endless iterator of this rank's training batches, this rank's validation batches)."""
+    job, train_params = config.job, config.train
+    train_batches = iter(rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod
+                                      batch_size=train_params.batch_size, training=True,
+                                      seed=train_params.seed + rank, input_shape=run.input_shape,
+                                      augmented=job.augment, cache=config.input.cache))
+    val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
+                            batch_size=train_params.batch_size, input_shape=run.input_shape)
+    return train_batches, val_data
+
+
+def train(config: TrainerConfig) -> None:
+    """Train this rank's part with a custom loop; rank 0 checkpoints every epoch and saves the model."""
+    from trainer.metrics_sink import mlflow_metric_sink
+    rank, size = horovod_common.start(config)
+    session.set_precision(config)
+    run = session.plan(config, replicas=size)  # Horovod: one replica per rank
+    loop = TapeLoop(config, run)
+    checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints)
+    started = horovod_common.resume(config, checkpoints)
+    train_batches, val_data = input_data(config, run, rank, size)
+    lead = rank == 0  # Horovod: rank 0 reports and writes
+    sink = mlflow_metric_sink() if lead else None
+    writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
+        if lead and config.train.tensorboard else None
+    history: dict[str, list[float]] = {}
+    for epoch in range(started, config.train.epochs):
+        logs = run_epoch(loop, train_batches, val_data, run, first=epoch == started)
+        for key, value in logs.items():
+            history.setdefault(key, []).append(float(value))
+        if lead:
+            checkpoints.save(epoch + 1)
+            report(epoch, logs, sink, writer)
+    session.print_weights_digest(loop.model, f"rank={rank}")  # Horovod: every rank, to compare
+    if lead:
+        session.save_results(config, loop.model, run, history, config.job.out_dir, started)

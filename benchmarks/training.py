@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,10 +36,9 @@ def ringflow_rate(data_dir: Path, work: Path, epochs: int, np_: int, **train: ob
     from tasks.launch.train import train as run_training
     from tasks.params import Params, TrainParams
     from tasks.tracking.run_log import steady_images_per_sec
-    params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, resume=False, tensorboard=False,
-                                      **train))
-    result = run_training(params, data_dir, work / f"np{np_}", None, lambda line: None,
-                          checkpoint_root=work / "checkpoints")
+    params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, tensorboard=False, **train))
+    shutil.rmtree(work / "checkpoints", ignore_errors=True)  # every measurement trains from scratch
+    result = run_training(params, data_dir, work / f"np{np_}", work / "checkpoints", None, lambda line: None)
     return steady_images_per_sec(result.summary)
 
 

@@ -33,3 +33,15 @@ def checked_overrides(prog: str, description: str, argv: list[str] | None,
         print(f"error: {error}", file=sys.stderr)
         return None
     return overrides
+
+
+def stop_temporary_server() -> None:
+    """Without PREFECT_API_URL, Prefect runs a temporary server that says goodbye when the process exits; stop it
+    before ringflow prints its result, so that ringflow's own line is the last one."""
+    if "prefect.server.api.server" not in sys.modules:
+        return
+    from prefect.logging.handlers import APILogWorker
+    from prefect.server.api.server import SubprocessASGIServer
+    APILogWorker.drain_all(timeout=5)  # the flow's last log lines reach the server before it stops
+    for server in list(SubprocessASGIServer._instances.values()):
+        server.stop()

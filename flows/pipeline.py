@@ -2,7 +2,8 @@
 
 Deployed by prefect.yaml as `training-pipeline/train` (on demand) and `training-pipeline/retrain` (weekly; skips
 when data, code and params are those of the last successful run, unless force=true).
-Run directly:  python -m flows.pipeline [--set train.epochs=5 ...] [--skip-unchanged] [--force]
+Run directly:  python -m flows.pipeline [--set train.epochs=5 ...] [--skip-unchanged] [--force] [--resume]
+(--resume continues the newest interrupted run from its last checkpoint.)
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
 from tasks import steps
-from tasks.params import Params, ParamsError, load_params
+from tasks.params import Params, load_params
 from tasks.versioning.dvc import DataVersion
+from tasks.versioning.run_state import RunState
 from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
 
@@ -63,15 +65,28 @@ def version_task() -> DataVersion:
 
 def log_line(line: str) -> None:
     """A training process's line into the task log (TensorFlow's start-up chatter at debug level)."""
-    from tasks.launch.processes import is_noise
+    from tasks.launch.diagnosis import is_noise
     logger = get_run_logger()
     (logger.debug if is_noise(line) else logger.info)(line)
 
 
+@task(name="preflight")
+def preflight_task(params: Params) -> str | None:
+    """The checks that need the prepared data, before any MLflow run exists."""
+    return steps.preflight_step(params)
+
+
+@task(name="open-run")
+def open_run_task(params: Params, version: DataVersion, state: RunState) -> str:
+    run_id = steps.open_run_step(params, version, state)
+    get_run_logger().info("MLflow run %s", run_id)
+    return run_id
+
+
 @task(name="train")
-def train_task(params: Params) -> str:
-    """horovodrun training; a retry resumes from the run's last checkpoint (train.resume)."""
-    return steps.train_step(params, on_line=log_line)
+def train_task(params: Params, run_id: str) -> str:
+    """The training job; a retry continues the same run from its last checkpoint."""
+    return str(steps.train_step(params, run_id, on_line=log_line))
 
 
 @task(name="evaluate")
@@ -91,35 +106,35 @@ def register_task(run_id: str, params: Params) -> str:
     return decision.sentence()
 
 
-@task(name="record-outputs")
-def record_outputs_task(params: Params) -> bool:
-    """Record train/evaluate/export/register outputs in dvc.lock when made from params.yaml as it stands."""
-    recorded = steps.record_outputs_step(params)
-    if not recorded:
-        get_run_logger().info("training params were overridden: dvc.lock keeps the outputs of params.yaml")
-    return recorded
+@task(name="publish")
+def publish_task(params: Params, run_id: str) -> str:
+    """Publish the outputs, record them in DVC, give the alias; the run is FINISHED after this."""
+    outcome = steps.publish_step(params, run_id)
+    get_run_logger().info("published run %s; %s", run_id, outcome)
+    return outcome
 
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a failed training, but not bad input (a preflight or params error stays the same)."""
-    from tasks.launch.preflight import PreflightError
-    return not isinstance(state.result(raise_on_failure=False), (PreflightError, ParamsError))
+    """Retry only what may pass next time: not bad input, not an out-of-memory kill or a bug in a rank."""
+    from tasks.errors import is_bad_input
+    error = state.result(raise_on_failure=False)
+    return not is_bad_input(error) and getattr(error, "retryable", True)
 
 
-def train_and_register(params: Params) -> dict[str, Any]:
-    """Train (with retries), evaluate, export, register; publish the per-epoch table."""
+def train_and_register(params: Params, run_id: str) -> dict[str, Any]:
+    """Train (with retries), evaluate, export, register, publish; publish the per-epoch table."""
     from prefect.artifacts import create_table_artifact
     retrying = train_task.with_options(retries=params.pipeline.train_retries,
                                        retry_delay_seconds=params.pipeline.retry_delay_seconds,
                                        retry_condition_fn=worth_retrying)
-    run_id = retrying(params)
+    retrying(params, run_id)
     metrics = evaluate_task(run_id)
     savedmodel = export_task(run_id)
     gate = register_task(run_id, params)
-    record_outputs_task(params)
-    create_table_artifact(summary.epoch_rows(steps.training_history()), key="epoch-metrics",
+    dvc_record = publish_task(params, run_id)
+    create_table_artifact(summary.epoch_rows(steps.training_history(run_id)), key="epoch-metrics",
                           description=f"per-epoch metrics of MLflow run {run_id}")
-    return {"run_id": run_id, "metrics": metrics, "savedmodel": savedmodel, "gate": gate}
+    return {"run_id": run_id, "metrics": metrics, "savedmodel": savedmodel, "gate": gate, "dvc_record": dvc_record}
 
 
 def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -142,30 +157,45 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
                                         overrides))
     steps.check_versionable(params)
     prepare_data(params)
-    state = steps.state_step(params, version_task())
+    preflight_task(params)
+    version = version_task()
+    state = steps.state_step(params, version)
+    changes = steps.changes_step(params, state)
     previous = steps.previous_run_step(params, state) if skip_unchanged and not force else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
         create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), steps.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    result = train_and_register(params)
-    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state),
+    result = train_and_register(params, open_run_task(params, version, state))
+    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
                                                   steps.run_link(params, result["run_id"])),
                              key="run-summary", description=f"MLflow run {result['run_id']}")
     return {"skipped": False, **result}
 
 
+def resume_override(overrides: dict[str, Any]) -> dict[str, Any]:
+    """`--resume`: continue the newest interrupted run (train.resume_from)."""
+    return overrides | {"train.resume_from": steps.interrupted_run_step(load_params(overrides))}
+
+
 def main(argv: list[str] | None = None) -> int:
-    from flows.cli import checked_overrides
+    from flows.cli import checked_overrides, stop_temporary_server
+    from tasks.errors import report
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--skip-unchanged", action="store_true")
-    parser.add_argument("--force", action="store_true")
+    for flag in ("--skip-unchanged", "--force", "--resume"):
+        parser.add_argument(flag, action="store_true")
     flags, rest = parser.parse_known_args(argv)
     overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, steps.check_versionable)
     if overrides is None:
         return 2
-    result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)
+    try:
+        overrides = resume_override(overrides) if flags.resume else overrides
+        result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)
+    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
+        stop_temporary_server()
+        return report(error)
+    stop_temporary_server()
     if result["skipped"]:
         print(f"training skipped: nothing changed since mlflow run {result['run_id']}")
         return 0
@@ -173,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test accuracy:  {result['metrics']['test_accuracy']:.4f}")
     print(f"SavedModel:     {Path(result['savedmodel'])}")
     print(f"gate:           {result['gate']}")
+    print(f"dvc:            {result['dvc_record']}")
     return 0
 
 

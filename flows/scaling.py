@@ -9,9 +9,10 @@ from typing import Any
 
 from prefect import flow, task
 
-from flows.cli import checked_overrides, with_np
+from flows.cli import checked_overrides, stop_temporary_server, with_np
 from flows.pipeline import log_line, prepare_data, version_task
 from tasks import steps
+from tasks.errors import report
 from tasks.params import Params, load_params
 
 
@@ -38,9 +39,7 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     version_task()
     runs = []
     for np in sorted(set(params.train.scaling_np)):
-        fresh = with_np(params, np)  # measurements train from scratch, never from an earlier run's checkpoint
-        fresh = fresh.model_copy(update={"train": fresh.train.model_copy(update={"resume": False})})
-        runs.append((np, train_at_np_task(fresh)))
+        runs.append((np, train_at_np_task(with_np(params, np))))  # each its own run, trained from scratch
     return report_task(params, runs)
 
 
@@ -49,7 +48,13 @@ def main(argv: list[str] | None = None) -> int:
                                   counts=lambda params: params.train.scaling_np)
     if overrides is None:
         return 2
-    for row in scaling_flow(overrides):
+    try:
+        rows = scaling_flow(overrides)
+    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
+        stop_temporary_server()
+        return report(error)
+    stop_temporary_server()
+    for row in rows:
         print(f"np={row['np']}: {row['images_per_sec']:,.1f} images/sec, efficiency {row['scaling_efficiency']:.3f}")
     return 0
 

@@ -23,18 +23,28 @@ def epoch_rows(history: dict[str, list[float]]) -> list[dict[str, Any]]:
 
 
 def _state_lines(state: dict[str, str]) -> list[str]:
-    return [f"- data (DVC hash): `{state['data_hash']}`", f"- code (git): `{state['code_version']}`",
-            f"- params hash: `{state['params_hash']}`"]
+    return [f"- data (DVC hash): `{state['data_hash']}`", f"- code (digest of the packages and pinned "
+            f"dependencies): `{state['code_digest']}`", f"- params hash: `{state['params_hash']}`"]
 
 
-def run_markdown(result: dict[str, Any], train_params: dict[str, Any], state: dict[str, str], link: str) -> str:
-    """The summary of a pipeline run that trained: versions, params, metrics, gate decision, MLflow link."""
+def changes_line(changes: list[str]) -> str:
+    """Which of data, code and params changed since the last finished run."""
+    if not changes:
+        return "Changed since the last finished run: nothing (trained on request)"
+    return f"Changed since the last finished run: {', '.join(changes)}"
+
+
+def run_markdown(result: dict[str, Any], train_params: dict[str, Any], state: dict[str, str], changes: list[str],
+                 link: str) -> str:
+    """The summary of a pipeline run that trained: versions and what changed, params, metrics, gate, MLflow link."""
     metrics = [f"| {key} | {value:.4f} |" for key, value in sorted(result["metrics"].items())]
     params = [f"| {key} | {train_params[key]} |" for key in SHOWN_TRAIN_PARAMS]
-    return "\n".join([f"## Training run [{result['run_id']}]({link})", "", *_state_lines(state), "",
+    return "\n".join([f"## Training run [{result['run_id']}]({link})", "", changes_line(changes), "",
+                      *_state_lines(state), "",
                       "| param | value |", "| --- | --- |", *params, "",
                       "| test metric | value |", "| --- | --- |", *metrics, "",
-                      f"**Gate:** {result['gate']}", "", f"SavedModel: `{result['savedmodel']}`"])
+                      f"**Gate:** {result['gate']}", "", f"DVC: {result['dvc_record']}", "",
+                      f"SavedModel: `{result['savedmodel']}`"])
 
 
 def skipped_markdown(previous_run: str, state: dict[str, str], link: str) -> str:

@@ -13,7 +13,16 @@ mkdir -p "$PREFECT_HOME"
 "$BIN/prefect" server start --host 127.0.0.1 --port "$PORT" > "$PREFECT_HOME/server.log" 2>&1 &
 server=$!
 worker=
-trap 'kill $worker $server 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM
+stop() {
+    # the worker first (it may still report to the server), then the server; whatever does not stop in 30 s is killed
+    for pid in $worker $server; do
+        kill "$pid" 2>/dev/null || continue
+        for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+}
+trap stop EXIT INT TERM
 for _ in $(seq 240); do
     "$BIN/python" -c "import urllib.request as u; u.urlopen('$PREFECT_API_URL/health', timeout=2)" 2>/dev/null && break
     kill -0 "$server" 2>/dev/null || { echo "error: the Prefect server exited; see $PREFECT_HOME/server.log" >&2; exit 1; }

@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tasks.launch.preflight import PreflightError
-from tasks.params import ParamsError, load_params, parse_assignments
+from tasks.errors import report
+from tasks.params import Params, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
 
 
@@ -32,6 +32,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def stage(step: str, params: Params) -> str:
+    """One dvc.yaml stage: it works on the run whose model is published (train opens a new run) and publishes what
+    it made; `dvc repro` records dvc.lock after each stage."""
+    from tasks import steps
+    if step == "train":
+        steps.preflight_step(params)
+        run_id = steps.open_run_step(params)
+        steps.train_step(params, run_id)
+        steps.publish_step(params, run_id, ["model"], record=False)
+        return f"mlflow run: {run_id}"
+    run_id = steps.published_run_step()
+    if step == "evaluate":
+        metrics = steps.evaluate_step(run_id)
+        steps.publish_step(params, run_id, ["metrics.json", "evaluation"], record=False)
+        return str(metrics)
+    if step == "export":
+        savedmodel = steps.export_step(run_id)
+        steps.publish_step(params, run_id, ["savedmodel"], record=False)
+        return f"savedmodel: {savedmodel}"
+    decision = steps.register_step(run_id, params)
+    steps.publish_step(params, run_id, ["gate.json"], record=False)
+    return decision.sentence()
+
+
 def run_step(step: str, args: argparse.Namespace) -> None:
     """Run one step with the validated params and print its result."""
     params = load_params(parse_assignments(args.overrides))
@@ -40,14 +64,8 @@ def run_step(step: str, args: argparse.Namespace) -> None:
         print(steps.prepare_step(params))
     elif step == "version":
         print(f"data version: {steps.version_step().data_hash}")
-    elif step == "train":
-        print(f"mlflow run: {steps.train_step(params)}")
-    elif step == "evaluate":
-        print(steps.evaluate_step(steps.model_run_id()))
-    elif step == "export":
-        print(f"savedmodel: {steps.export_step(steps.model_run_id())}")
-    elif step == "register":
-        print(steps.register_step(steps.model_run_id(), params).sentence())
+    elif step in ("train", "evaluate", "export", "register"):
+        print(stage(step, params))
     elif step == "restore":
         data_hash, target = steps.restore_step(args.run_id, args.data_hash)
         print(f"restored data version {data_hash} into {target}")
@@ -59,9 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         run_step(args.step, args)
-    except (ParamsError, PreflightError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
+        return report(error)
     return 0
 
 

@@ -1,7 +1,8 @@
-"""Atomic outputs: build in a temporary sibling, then rename into place."""
+"""Atomic outputs (build in a temporary sibling, then rename into place) and a lock between processes."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -34,3 +35,15 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def file_lock(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive flock on lock_file for the block (released too when the process dies)."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

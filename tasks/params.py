@@ -67,7 +67,7 @@ class RegistryParams(Section):
 
 class PipelineParams(Section):
     """How the Prefect flow runs the steps."""
-    train_retries: int = Field(1, ge=0)  # a failed training is retried and resumes from its last checkpoint
+    train_retries: int = Field(1, ge=0)  # a failed training is retried (same run, from its last checkpoint)
     retry_delay_seconds: float = Field(5, ge=0)
 
 
@@ -94,8 +94,16 @@ def _one_line(error: ValidationError) -> str:
     return f"bad parameter {where}: {message}{extra}"
 
 
-def _parse_value(text: str) -> Any:
-    """A command-line value as YAML reads it (`3`, `true`, `null`, `[1, 2]`); a mapping (`tfds:`) stays text."""
+def _text_field(annotation: Any) -> bool:
+    """Whether a field holds text only (optionally None): its values are taken as typed, never read as YAML."""
+    return annotation in (str, str | None)
+
+
+def _parse_value(text: str, annotation: Any = Any) -> Any:
+    """A command-line value as YAML reads it (`3`, `true`, `null`, `[1, 2]`); a mapping (`tfds:`) stays text, and so
+    does any value of a text field (a run id of digits stays a string; `null` still means None)."""
+    if _text_field(annotation):
+        return None if text.strip() in ("null", "~") and annotation != str else text
     try:
         value = yaml.safe_load(text) if text.strip() else text
     except yaml.YAMLError:
@@ -122,7 +130,8 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     merged = {section: dict(values or {}) for section, values in raw.items()}
     for key, value in overrides.items():
         section, name = _full_key(key)
-        merged.setdefault(section, {})[name] = _parse_value(value) if isinstance(value, str) else value
+        annotation = Params.model_fields[section].annotation.model_fields[name].annotation
+        merged.setdefault(section, {})[name] = _parse_value(value, annotation) if isinstance(value, str) else value
     return merged
 
 

@@ -13,6 +13,7 @@ METRICS_FILE = OUTPUTS_DIR / "metrics.json"
 MLRUNS_DIR = ROOT / "mlruns"
 GATE_FILE = OUTPUTS_DIR / "gate.json"
 EVALUATION_DIR = OUTPUTS_DIR / "evaluation"
+LOCKS_DIR = OUTPUTS_DIR / ".locks"  # flock files: one preparer, one DVC command, one publisher at a time
 
 
 def resolve_path(argument: str) -> Path:

@@ -92,3 +92,32 @@ def read_split(data_dir: Path, split: str, rank: int = 0, size: int = 1) -> tupl
         images.append(batch_images.numpy())
         labels.append(batch_labels.numpy())
     return np.concatenate(images), np.concatenate(labels)
+
+
+def memory_cgroup_dir() -> Path:
+    """This process's memory cgroup directory (cgroup v1 memory controller, or the unified v2 hierarchy)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+    unified = Path("/sys/fs/cgroup")
+    return unified / Path("/proc/self/cgroup").read_text().split("::", 1)[1].strip().lstrip("/")
+
+
+def memory_limited(command: list[str], limit_bytes: int, cwd: Path, env: dict[str, str],
+                   timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a command in a new memory cgroup of `limit_bytes` (the kernel's OOM killer acts inside it only)."""
+    group = memory_cgroup_dir() / f"ringflow-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        limit_file = "memory.limit_in_bytes" if (group / "memory.limit_in_bytes").exists() else "memory.max"
+        (group / limit_file).write_text(str(limit_bytes))
+        wrapped = ["sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh", *command]
+        return run(wrapped, cwd, env, timeout)
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.2)

@@ -27,7 +27,8 @@ class MetricAverage(tf.keras.callbacks.Callback):
         keys = sorted(logs)
         weights = [self._val_records if key.startswith("val_") else 1.0 for key in keys]
         weighted = [float(logs[key]) * weight for key, weight in zip(keys, weights)]
-        totals = self._allreduce_sum(tf.constant(weighted + weights, dtype=tf.float64)).numpy()  # Horovod: sum over ranks
+        summed = tf.constant(weighted + weights, dtype=tf.float64)
+        totals = self._allreduce_sum(summed).numpy()  # Horovod: sum over ranks
         sums, weight_sums = totals[: len(keys)], totals[len(keys):]
         for key, total, weight_sum in zip(keys, sums, weight_sums):
             logs[key] = float(total / weight_sum) if weight_sum else float("nan")

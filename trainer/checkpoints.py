@@ -1,14 +1,19 @@
 """Checkpoints: model, optimizer and epoch every epoch, the last K kept; resume and plain restore.
 
 TensorFlow writes a checkpoint's files first and then atomically rewrites the `checkpoint` index,
-so the latest checkpoint it names is always complete.
+so the latest checkpoint it names is always complete. Beside them, `owner.json` (trainer/checkpoint_files.py) names
+the config and code version the checkpoints belong to.
 """
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
+
+from trainer.checkpoint_files import OWNER_FILE, check_owner, checkpoint_owner
 
 
 class Checkpoints:
@@ -18,9 +23,10 @@ class Checkpoints:
     save without keeping (a non-lead worker of a collective strategy) saves to `save_dir` instead.
     """
 
-    def __init__(self, directory: Path, model: Any, optimizer: Any, keep: int, save_dir: Path | None = None) -> None:
+    def __init__(self, directory: Path, model: Any, optimizer: Any, keep: int, owner: str,
+                 save_dir: Path | None = None) -> None:
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        self._directory = directory
+        self._directory, self._owner, self._keeps = Path(directory), owner, save_dir is None
         self._state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
         self._manager = tf.train.CheckpointManager(self._state, str(save_dir or directory), max_to_keep=keep)
 
@@ -29,20 +35,19 @@ class Checkpoints:
         latest = tf.train.latest_checkpoint(str(self._directory))
         if latest is None:
             return 0
+        check_owner(self._directory, self._owner)
         self._state.restore(latest)
         return int(self.epoch.numpy())
 
     def save(self, epochs_done: int) -> str:
+        """Save model, optimizer and epoch; the keeping process also records whom the checkpoints belong to."""
         self.epoch.assign(epochs_done)
+        if self._keeps and checkpoint_owner(self._directory) is None:
+            self._directory.mkdir(parents=True, exist_ok=True)
+            tmp = self._directory / f".{OWNER_FILE}.tmp"
+            tmp.write_text(json.dumps({"owner": self._owner}))
+            os.replace(tmp, self._directory / OWNER_FILE)
         return self._manager.save(checkpoint_number=epochs_done)
-
-
-def latest_epoch(directory: Path) -> int:
-    """Epochs completed by the latest checkpoint in `directory` (0 when there is none), without a model."""
-    latest = tf.train.latest_checkpoint(str(directory))
-    if latest is None:
-        return 0
-    return int(tf.train.load_variable(latest, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
 def restore_weights(model: Any, directory: Path) -> int:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from trainer.backends import BACKENDS
 from trainer.models import MODEL_CATALOG
@@ -20,9 +20,29 @@ Backend = Literal[BACKENDS]  # type: ignore[valid-type]
 Precision = Literal["fp32", "mixed_float16", "mixed_bfloat16"]
 
 
+YAML11_BOOLEAN_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
+
+
+def literal_words(annotation: Any) -> tuple[Any, ...]:
+    """The values a Literal (or an optional Literal) annotation allows; () for anything else."""
+    if get_origin(annotation) is Literal:
+        return get_args(annotation)
+    return tuple(word for part in get_args(annotation) for word in literal_words(part))
+
+
 class Section(BaseModel):
     """A section of params.yaml: unknown keys are errors, values are frozen once validated."""
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _enum_word_read_as_boolean(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML 1.1 (params.yaml, --set values) reads `off`, `on`, `yes`, `no` as booleans: an enum that has such a
+        word gets it back."""
+        if not isinstance(value, bool):
+            return value
+        words = literal_words(cls.model_fields[info.field_name].annotation)
+        return next((word for word in YAML11_BOOLEAN_WORDS[value] if word in words), value)
 
 
 class InputParams(Section):
@@ -55,7 +75,9 @@ class TrainParams(Section):
     tensorboard: bool = True  # rank 0 writes TensorBoard logs
     seed: int = 42
     keep_checkpoints: int = Field(3, ge=1)
-    resume: bool = True  # a relaunch with the same config continues from its latest checkpoint
+    resume_from: str | None = None  # an MLflow run id: continue that run from its last checkpoint
+    stall_timeout_seconds: int = Field(60, ge=0)  # a rank without progress this long ends the job; 0: never
+    timeout_minutes: float | None = Field(None, gt=0)  # the whole job's limit; None: none
     scaling_np: list[int] = [1, 2]  # the scaling flow's process counts
 
     @field_validator("model")
@@ -78,6 +100,7 @@ class JobSpec(Section):
     data_dir: Path  # the prepared shards and manifest
     out_dir: Path  # where the lead process saves the model and the training summary
     checkpoint_dir: Path  # every process restores from here; the lead saves here
+    checkpoint_owner: str  # the config and code version the checkpoints belong to; others are refused
     augment: bool  # input.augment resolved against the data
 
 

@@ -1,6 +1,9 @@
 """Array sources: `digits` (scikit-learn's, built in) and `npz:<path>` (arrays in an .npz file)."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from tasks.data.source_data import SPLIT_ALIASES, SourceData, SourceError, SplitData, file_sha256
@@ -43,12 +46,24 @@ def _npz_split_keys(keys: set[str]) -> dict[str, tuple[str, str]]:
     return found
 
 
+def open_npz(path: Path) -> Any:
+    """The arrays of an .npz file; SourceError when the file is not one (no pickled objects are loaded)."""
+    import zipfile
+    try:
+        arrays = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        raise SourceError(f"{path} is not a NumPy .npz archive of arrays ({type(error).__name__})") from None
+    if not isinstance(arrays, np.lib.npyio.NpzFile):
+        raise SourceError(f"{path} is a single .npy array, not an .npz archive with x and y")
+    return arrays
+
+
 def load_npz(argument: str) -> SourceData:
     """Arrays from an .npz file; `classes` (names) is optional."""
     path = resolve_path(argument)
     if not path.is_file():
         raise SourceError(f"npz file not found: {path}")
-    with np.load(path, allow_pickle=False) as arrays:
+    with open_npz(path) as arrays:
         splits = {split: SplitData(arrays[y].astype(np.int64).reshape(-1),
                                    arrays=_as_uint8_images(arrays[x], f"{path.name}:{x}"))
                   for split, (x, y) in _npz_split_keys(set(arrays.files)).items()}

@@ -28,14 +28,29 @@ def trainer_command(config_file: Path) -> list[str]:
     return [sys.executable, "-m", "trainer", "--config", str(config_file)]
 
 
+def stall_arguments(stall_seconds: int) -> list[str]:
+    """Horovod's stall check: a warning at half the time, shutdown at the full time (off by default in Horovod)."""
+    if stall_seconds <= 0:
+        return ["--no-stall-check"]
+    warning = max(1, stall_seconds // 2)
+    return ["--stall-check-warning-time-seconds", str(warning),
+            "--stall-check-shutdown-time-seconds", str(max(stall_seconds, warning + 1))]
+
+
+def rank_hosts(params: Params) -> tuple[str, ...]:
+    """The host of each rank, in rank order (horovodrun fills each host's slots in turn)."""
+    slots = host_slots(params.train)
+    return tuple(host for host, count in slots.items() for _ in range(count))[: params.train.np]
+
+
 def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
-    """horovodrun over the configured hosts, with any extra arguments passed through."""
+    """horovodrun over the configured hosts, with the stall check and any extra arguments passed through."""
     train = params.train
     where = ["-hostfile", train.hostfile] if train.hostfile else \
         ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
-    return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *train.horovodrun_args,
-            *trainer_command(config_file)]
+    return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
+            *train.horovodrun_args, *trainer_command(config_file)]
 
 
 def rank_environment(run_id: str | None) -> dict[str, str]:
@@ -67,10 +82,10 @@ def _process(host_port: str, command: list[str], env: dict[str, str], label: str
     """A local process, or one started over ssh on its host (same checkout path there)."""
     host = host_port.rsplit(":", 1)[0]
     if host in ("localhost", "127.0.0.1", socket.gethostname()):
-        return Process(command, env, label, waited)
+        return Process(command, env, label, waited, (host,))
     remote = f"cd {shlex.quote(str(ROOT))} && env TF_CONFIG={shlex.quote(env['TF_CONFIG'])} " \
              f"MLFLOW_RUN_ID={shlex.quote(env.get('MLFLOW_RUN_ID', ''))} {shlex.join(command)}"
-    return Process(["ssh", host, remote], env, label, waited)
+    return Process(["ssh", host, remote], env, label, waited, (host,))
 
 
 def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) -> list[Process]:
@@ -95,7 +110,7 @@ def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) ->
 def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> list[Process]:
     """The processes of one training job (controller: Horovod's, None for tf.distribute backends)."""
     if controller is not None:
-        return [Process(horovod_command(params, controller, config_file), env)]
+        return [Process(horovod_command(params, controller, config_file), env, hosts=rank_hosts(params))]
     if params.train.backend in CLUSTER_BACKENDS:
         return cluster_processes(params, config_file, env)
     return [Process(trainer_command(config_file), env, "0")]

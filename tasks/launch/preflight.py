@@ -26,7 +26,7 @@ def check_build_report() -> str:
     if CHECK_BUILD_CACHE.is_file():
         return CHECK_BUILD_CACHE.read_text()
     horovodrun = Path(sys.executable).with_name("horovodrun")
-    done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True)
+    done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True, timeout=300)
     return done.stdout
 
 
@@ -113,4 +113,15 @@ def preflight(params: Params, data_dir: Path) -> str | None:
     if min(shape[:2]) < needed:
         raise PreflightError(f"model {params.train.model} needs inputs of at least {needed}x{needed}; "
                              f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
+    check_global_batch(params, manifest)
     return preflight_launch(params)
+
+
+def check_global_batch(params: Params, manifest: dict) -> None:
+    """One optimizer step needs a global batch of records: more than the training split holds is bad input."""
+    records = manifest["splits"]["train"]["count"]
+    global_batch = params.train.batch_size * params.train.np
+    if global_batch > records:
+        raise PreflightError(f"the global batch (train.batch_size {params.train.batch_size} x {params.train.np} "
+                             f"replicas = {global_batch}) exceeds the {records} training records: "
+                             f"lower train.batch_size or train.np")

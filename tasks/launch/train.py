@@ -9,10 +9,12 @@ from typing import Callable
 
 from tasks.atomic import atomic_dir
 from tasks.launch.plan import launch_plan, rank_environment
-from tasks.launch.preflight import preflight
-from tasks.launch.processes import run_processes
+from tasks.launch.preflight import PreflightError, preflight
+from tasks.launch.processes import JobLimits, run_processes
 from tasks.params import Params
-from tasks.paths import OUTPUTS_DIR, ROOT
+from tasks.paths import ROOT
+from tasks.versioning.run_state import code_digest
+from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epochs
 from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, write_config
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
@@ -35,8 +37,9 @@ def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
 
 
 def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
-    """What makes two trainings the same config (not epochs: a longer relaunch continues the same run)."""
-    not_the_model = {"epochs", "resume", "keep_checkpoints", "scaling_np", "tensorboard", "intra_op_threads"}
+    """What makes two trainings the same config (not epochs: a resumed run may train longer)."""
+    not_the_model = {"epochs", "resume_from", "keep_checkpoints", "scaling_np", "tensorboard", "intra_op_threads",
+                     "stall_timeout_seconds", "timeout_minutes"}
     train = params.train.model_dump(exclude=not_the_model
                                     | (set() if with_np else {"np", "hosts", "hostfile"}))
     blob = json.dumps({"train": train, "input": params.input.model_dump(), "data": manifest.get("fingerprint")},
@@ -44,11 +47,28 @@ def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_root: Path) -> JobSpec:
-    """What this launch decides: where the data, model and checkpoints are, and whether to augment."""
+def checkpoint_owner(params: Params, manifest: dict) -> str:
+    """Whom a job's checkpoints belong to: its config and the code version."""
+    return hashlib.sha256(f"{config_key(params, manifest)}|{code_digest()}".encode()).hexdigest()[:16]
+
+
+def check_resumable(params: Params, checkpoint_dir: Path, owner: str) -> None:
+    """Refuse, before any launch, checkpoints of another config or code version and a job with no epoch left."""
+    try:
+        check_owner(checkpoint_dir, owner)
+    except CheckpointMismatch as error:
+        raise PreflightError(str(error)) from None
+    done = saved_epochs(checkpoint_dir)
+    if done >= params.train.epochs:
+        raise PreflightError(f"nothing to train: the run's checkpoints already hold {done} epochs and train.epochs "
+                             f"is {params.train.epochs} (raise train.epochs to continue it)")
+
+
+def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path) -> JobSpec:
+    """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation."""
     manifest = read_manifest(data_dir)
-    return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_root / config_key(params, manifest),
-                   augment=augmentation_on(params.input, manifest))
+    return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest))
 
 
 def write_trainer_config(params: Params, job: JobSpec) -> Path:
@@ -56,18 +76,24 @@ def write_trainer_config(params: Params, job: JobSpec) -> Path:
     return write_config(params.model_dump(mode="json"), job, job.out_dir / CONFIG_FILE_NAME)
 
 
-def train(params: Params, data_dir: Path, out_dir: Path, run_id: str | None,
-          on_line: Callable[[str], None] = print, checkpoint_root: Path = OUTPUTS_DIR / "checkpoints") -> TrainResult:
+def job_limits(params: Params) -> JobLimits:
+    timeout = params.train.timeout_minutes
+    return JobLimits(params.train.stall_timeout_seconds, timeout * 60 if timeout else None)
+
+
+def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
+          on_line: Callable[[str], None] = print) -> TrainResult:
     """Preflight, launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
 
-    Checkpoints go to checkpoint_root/<config key>, so a relaunch of the same config resumes from them.
+    The job resumes from the latest checkpoint in checkpoint_dir when it holds one of the same config and code.
     """
     controller = preflight(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
-        config_file = write_trainer_config(params, job_spec(params, data_dir, work_dir, checkpoint_root))
-        processes = launch_plan(params, controller, config_file, rank_environment(run_id))
+        job = job_spec(params, data_dir, work_dir, checkpoint_dir)
+        check_resumable(params, checkpoint_dir, job.checkpoint_owner)
+        processes = launch_plan(params, controller, write_trainer_config(params, job), rank_environment(run_id))
         for process in processes:
             on_line("launching: " + " ".join(process.command))
-        run_processes(processes, ROOT, on_line)
+        run_processes(processes, ROOT, on_line, job_limits(params))
         summary = read_train_summary(work_dir)
     return TrainResult(out_dir, summary)

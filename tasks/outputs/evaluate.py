@@ -1,8 +1,10 @@
 """evaluate: test loss, accuracy (top-5 with more than 10 classes), per-class precision/recall, confusion matrix."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -70,3 +72,26 @@ def evaluate(model_dir: Path, data_dir: Path = PREPARED_DIR, batch_size: int = 2
     from trainer.prepared_data import read_manifest
     probabilities, labels = predict_split(model_dir, data_dir, "test", batch_size)
     return score(probabilities, labels, [str(name) for name in read_manifest(data_dir)["classes"]])
+
+
+def split_hash(manifest: dict[str, Any], split: str = "test") -> str:
+    """Identifies the records of a split: a digest of its shards' sha256 (what the gate compares on)."""
+    shards = "".join(shard["sha256"] for shard in manifest["splits"][split]["shards"])
+    return hashlib.sha256(shards.encode()).hexdigest()[:16]
+
+
+def accuracy_on_split(predict: Callable[[np.ndarray], np.ndarray], data_dir: Path,
+                      input_shape: tuple[int, int, int], num_classes: int, split: str = "test") -> float | None:
+    """Accuracy of any model's class probabilities over a whole split, its images at input_shape (resized when
+    needed); None when the model predicts another number of classes."""
+    from trainer.data import rank_dataset
+    from trainer.prepared_data import read_manifest
+    correct = total = 0
+    for images, labels in rank_dataset(data_dir, read_manifest(data_dir), split, batch_size=256,
+                                       input_shape=input_shape):
+        probabilities = predict(images.numpy())
+        if probabilities.shape[-1] != num_classes:
+            return None
+        correct += int((probabilities.argmax(axis=-1) == labels.numpy()).sum())
+        total += len(labels)
+    return correct / total if total else None

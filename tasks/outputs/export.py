@@ -57,7 +57,7 @@ def reload_predictions(path: Path, images: np.ndarray) -> np.ndarray:
         images_file, out_file = Path(tmp) / "images.npy", Path(tmp) / "probabilities.npy"
         np.save(images_file, images)
         subprocess.run([sys.executable, "-m", "tasks.outputs.serve_check", str(path), str(images_file), str(out_file)],
-                       cwd=ROOT, check=True, capture_output=True)
+                       cwd=ROOT, check=True, capture_output=True, timeout=600)
         return np.load(out_file)
 
 

@@ -81,6 +81,18 @@ def artifact_dir(run_id: str) -> Path:
     return Path(urlparse(client().get_run(run_id).info.artifact_uri).path)
 
 
+def reopen_run(run_id: str) -> None:
+    """Mark a run RUNNING again (a retry or a resume continues it)."""
+    client().update_run(run_id, status="RUNNING")
+
+
+def set_tags(run_id: str, tags: dict[str, Any]) -> None:
+    """Set several tags of a run."""
+    mlflow_client = client()
+    for key, value in tags.items():
+        mlflow_client.set_tag(run_id, key, "" if value is None else str(value))
+
+
 def end_run(run_id: str, ok: bool) -> None:
     """Mark the run FINISHED or FAILED."""
     client().set_terminated(run_id, status="FINISHED" if ok else "FAILED")

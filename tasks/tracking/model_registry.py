@@ -1,10 +1,12 @@
 """register: the exported SavedModel as an MLflow model (signature, input example) in the registry, and the
 promotion gate: alias `champion` moves to a new version only if its test accuracy beats the champion's by at
-least `min_delta`; otherwise the new version is the `challenger`."""
+least `min_delta`, both measured on the same test split (the champion is scored again on the new run's split);
+otherwise the new version is the `challenger`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,30 +20,37 @@ CHAMPION, CHALLENGER = "champion", "challenger"
 
 @dataclass(frozen=True)
 class GateDecision:
-    """Which alias a new model version got, and the numbers that decided it."""
+    """Which alias a new model version gets, and the numbers that decided it (all on the test split `test_split`)."""
     model_name: str
     version: str
     alias: str
     test_accuracy: float
     champion_version: str | None
-    champion_accuracy: float | None
+    champion_accuracy: float | None  # the champion scored on this test split
+    champion_recorded_accuracy: float | None  # what the champion scored on its own split when it was registered
     min_delta: float
+    test_split: str
+    note: str = ""
 
     def sentence(self) -> str:
         """One line for logs and summaries."""
-        if self.champion_accuracy is None:
+        if self.champion_version is None:
             return (f"{self.model_name} v{self.version} is {CHAMPION}: first model "
                     f"(test accuracy {self.test_accuracy:.4f})")
         verb = "promoted to" if self.alias == CHAMPION else "kept as"
+        if self.champion_accuracy is None:
+            return f"{self.model_name} v{self.version} {verb} {self.alias}: {self.note}"
         return (f"{self.model_name} v{self.version} {verb} {self.alias}: test accuracy {self.test_accuracy:.4f} vs "
-                f"{CHAMPION} v{self.champion_version} {self.champion_accuracy:.4f} (min_delta {self.min_delta})")
+                f"{CHAMPION} v{self.champion_version} {self.champion_accuracy:.4f} on the same test split "
+                f"(min_delta {self.min_delta})")
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
 def log_registered_model(run_id: str, savedmodel: Path, example: np.ndarray, model_name: str) -> str:
-    """Log the SavedModel as a pyfunc MLflow model of the run (signature, input example); returns the version."""
+    """Log the SavedModel as a pyfunc MLflow model of the run (signature, input example) and register it; returns
+    the version. The run stays RUNNING: it finishes when the whole pipeline has."""
     import mlflow
     import tensorflow as tf
     from mlflow.models import infer_signature
@@ -49,37 +58,75 @@ def log_registered_model(run_id: str, savedmodel: Path, example: np.ndarray, mod
     serve = tf.saved_model.load(str(savedmodel)).signatures["serving_default"]
     probabilities = serve(images=tf.constant(example, dtype=tf.float32))["probabilities"].numpy()
     mlflow.set_tracking_uri(mlflow_store.tracking_uri())
-    with mlflow.start_run(run_id=run_id):
+    mlflow.start_run(run_id=run_id)
+    try:
         info = mlflow.pyfunc.log_model(
             name=MODEL_ARTIFACT, python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
             signature=infer_signature(example, probabilities),
             input_example=example, pip_requirements=[f"tensorflow=={tf.__version__}", f"mlflow=={mlflow.__version__}"],
             registered_model_name=model_name)
+    finally:
+        mlflow.end_run(status="RUNNING")
     return str(info.registered_model_version)
 
 
-def current_champion(model_name: str) -> tuple[str, float] | None:
-    """(version, test accuracy) of the version holding the `champion` alias, if any."""
+def current_champion(model_name: str) -> Any | None:
+    """The model version holding the `champion` alias; None only when there is none (other errors propagate)."""
     from mlflow.exceptions import MlflowException
-    client = mlflow_store.client()
     try:
-        version = client.get_model_version_by_alias(model_name, CHAMPION)
-    except MlflowException:
-        return None
-    accuracy = version.tags.get("test_accuracy") or client.get_run(version.run_id).data.metrics["test_accuracy"]
-    return str(version.version), float(accuracy)
+        return mlflow_store.client().get_model_version_by_alias(model_name, CHAMPION)
+    except MlflowException as error:
+        no_model = error.error_code == "RESOURCE_DOES_NOT_EXIST"
+        no_alias = error.error_code == "INVALID_PARAMETER_VALUE" and f"alias {CHAMPION} not found" in str(error)
+        if no_model or no_alias:
+            return None
+        raise
 
 
-def apply_gate(model_name: str, version: str, test_accuracy: float, min_delta: float) -> GateDecision:
-    """Give the new version `champion` or `challenger` and record the decision on the version."""
+def recorded_accuracy(version: Any) -> float:
+    """The test accuracy a version had on its own run's test split."""
+    accuracy = version.tags.get("test_accuracy")
+    return float(accuracy if accuracy else mlflow_store.client().get_run(version.run_id).data.metrics["test_accuracy"])
+
+
+def decide_gate(model_name: str, version: str, test_accuracy: float, min_delta: float, test_split: str,
+                score_champion: Callable[[Any], float | None]) -> GateDecision:
+    """Compare the new version with the champion scored on the same test split (score_champion); a champion that
+    cannot score this split (other input shape or classes) does not block the new version."""
     champion = current_champion(model_name)
-    promote = champion is None or test_accuracy - champion[1] >= min_delta
-    decision = GateDecision(model_name, version, CHAMPION if promote else CHALLENGER, test_accuracy,
-                            champion[0] if champion else None, champion[1] if champion else None, min_delta)
+    if champion is None:
+        return GateDecision(model_name, version, CHAMPION, test_accuracy, None, None, None, min_delta, test_split)
+    now = score_champion(champion)
+    note = "" if now is not None else f"{CHAMPION} v{champion.version} cannot score this test split (other inputs)"
+    promote = now is None or test_accuracy - now >= min_delta
+    return GateDecision(model_name, version, CHAMPION if promote else CHALLENGER, test_accuracy,
+                        str(champion.version), now, recorded_accuracy(champion), min_delta, test_split, note)
+
+
+def apply_gate(decision: GateDecision) -> None:
+    """Record the decision on the new version and give it its alias."""
     client = mlflow_store.client()
-    tags = {"test_accuracy": test_accuracy, "gate.decision": decision.alias, "gate.min_delta": min_delta,
-            "gate.champion_version": decision.champion_version, "gate.champion_accuracy": decision.champion_accuracy}
+    tags = {"test_accuracy": decision.test_accuracy, "gate.decision": decision.alias,
+            "gate.min_delta": decision.min_delta, "gate.champion_version": decision.champion_version,
+            "gate.champion_accuracy": decision.champion_accuracy,
+            "gate.champion_recorded_accuracy": decision.champion_recorded_accuracy,
+            "gate.test_split": decision.test_split}
     for key, value in tags.items():
-        client.set_model_version_tag(model_name, version, key, "" if value is None else str(value))
-    client.set_registered_model_alias(model_name, decision.alias, version)
-    return decision
+        client.set_model_version_tag(decision.model_name, decision.version, key, "" if value is None else str(value))
+    client.set_registered_model_alias(decision.model_name, decision.alias, decision.version)
+
+
+def score_registered_model(version: Any, data_dir: Path) -> float | None:
+    """Test accuracy of a registered model version on the prepared test split; None when it cannot score it
+    (its input channels or class count differ from the data's)."""
+    import mlflow.pyfunc
+
+    from tasks.outputs.evaluate import accuracy_on_split
+    from trainer.prepared_data import read_manifest
+    model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}")
+    shape = tuple(model.metadata.get_input_schema().inputs[0].shape[1:])
+    manifest = read_manifest(data_dir)
+    if len(shape) != 3 or shape[2] != manifest["channels"]:
+        return None
+    return accuracy_on_split(lambda images: np.asarray(model.predict(images)), data_dir, shape,
+                             manifest["num_classes"])

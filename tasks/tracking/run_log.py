@@ -36,9 +36,9 @@ def open_run(params: Params, version: DataVersion, state: RunState) -> str:
     """Create the MLflow run of one pipeline run, with params, data hash, git commit and state key."""
     tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
-            "ringflow.code_version": state.code_version}
+            "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash}
     logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
-                                   "params_hash": state.params_hash}
+                                   "params_hash": state.params_hash, "code_digest": state.code_digest}
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
     params_text = yaml.safe_dump(params.model_dump(), sort_keys=False)
     mlflow_store.client().log_text(run_id, params_text, "params.resolved.yaml")
@@ -53,6 +53,22 @@ def last_successful_run(experiment: str, state: RunState) -> str | None:
     runs = mlflow_store.newest_runs(experiment, f"tags.`{STATE_TAG}` = '{state.key}' "
                                                 "and attributes.status = 'FINISHED'")
     return runs[0].info.run_id if runs else None
+
+
+def last_finished_state(experiment: str) -> dict[str, str]:
+    """The recorded state (data_hash, code_digest, params_hash) of the newest FINISHED training run ({} if none)."""
+    runs = mlflow_store.newest_runs(experiment, "params.data_hash != '' and attributes.status = 'FINISHED'")
+    if not runs:
+        return {}
+    params = runs[0].data.params
+    return {key: params.get(key, "") for key in ("data_hash", "code_digest", "params_hash")} | \
+        {"run_id": runs[0].info.run_id}
+
+
+def interrupted_runs(experiment: str) -> list[Any]:
+    """Training runs that did not finish (FAILED, or RUNNING after a hard stop), newest first."""
+    return mlflow_store.newest_runs(experiment, "params.data_hash != '' and attributes.status != 'FINISHED'",
+                                    max_results=20)
 
 
 def steady_images_per_sec(summary: dict[str, Any]) -> float:
@@ -117,8 +133,8 @@ def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[
 
 
 def log_gate(run_id: str, decision: GateDecision) -> None:
-    """The promotion decision and both accuracies as run tags."""
-    client = mlflow_store.client()
-    for key, value in {"model_version": decision.version, "decision": decision.alias,
-                       "champion_accuracy": decision.champion_accuracy, "min_delta": decision.min_delta}.items():
-        client.set_tag(run_id, f"ringflow.gate.{key}", "" if value is None else str(value))
+    """The promotion decision, both accuracies on the same test split and that split's hash as run tags."""
+    gate = {"model_version": decision.version, "decision": decision.alias,
+            "champion_version": decision.champion_version, "champion_accuracy": decision.champion_accuracy,
+            "test_accuracy": decision.test_accuracy, "test_split": decision.test_split, "min_delta": decision.min_delta}
+    mlflow_store.set_tags(run_id, {f"ringflow.gate.{key}": value for key, value in gate.items()})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from tasks.atomic import atomic_dir
-from tasks.paths import PREPARED_DIR, ROOT
+from tasks.atomic import atomic_dir, file_lock
+from tasks.paths import LOCKS_DIR, PREPARED_DIR, ROOT
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,16 @@ class DataVersion:
     git_dirty: bool
 
 
+DVC_TIMEOUT_SECONDS = 1800
+
+
 def _dvc(*args: str, root: Path = ROOT) -> str:
-    """Run one DVC command in the repo; a failure raises with DVC's own message."""
+    """Run one DVC command in the repo, one at a time across this checkout's processes (DVC's own lock fails a
+    second command instead of waiting); a failure raises with DVC's own message."""
     dvc = Path(sys.executable).with_name("dvc")
-    done = subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True)
+    with file_lock(root / LOCKS_DIR.relative_to(ROOT) / "dvc.lock"):
+        done = subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True,
+                              timeout=DVC_TIMEOUT_SECONDS)
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip().splitlines()
         raise RuntimeError(f"dvc {' '.join(args)} failed: {message[-1] if message else done.returncode}")
@@ -36,11 +42,11 @@ def git_state(root: Path = ROOT) -> tuple[str, bool]:
 
     dvc.lock is left out: recording a run rewrites it.
     """
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=60)
     if head.returncode != 0:
         return "unknown", True
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!dvc.lock"],
-                            cwd=root, capture_output=True, text=True)
+                            cwd=root, capture_output=True, text=True, timeout=60)
     return head.stdout.strip(), bool(status.stdout.strip())
 
 

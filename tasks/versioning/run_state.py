@@ -1,10 +1,10 @@
-"""What a training depends on (data hash, code version, params) and the last successful run that had the same:
-a scheduled retraining skips when nothing changed."""
+"""What a training depends on: the data (DVC hash), the code that affects training (a digest of the packages and
+the pinned dependencies, untracked files included) and all parameters. A scheduled retraining skips when all three
+are those of the last successful run; checkpoints belong to one config and code version."""
 from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,37 +12,48 @@ from tasks.params import Params
 from tasks.paths import ROOT
 from tasks.versioning.dvc import DataVersion
 
-NOT_CODE = (":!dvc.lock", ":!params.yaml", ":!data", ":!outputs", ":!mlruns")  # outputs and data, not code
+CODE_PACKAGES = ("flows", "tasks", "trainer")  # what runs: their Python files, whether git tracks them or not
+DEPENDENCY_FILES = ("requirements.txt", "constraints.txt", "pyproject.toml", "scripts/setup.sh")
 
 
 @dataclass(frozen=True)
 class RunState:
     """The inputs of a training run."""
     data_hash: str
-    code_version: str  # git commit, "+<diff digest>" when tracked code differs from it
+    code_digest: str
     params_hash: str
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(f"{self.data_hash}|{self.code_version}|{self.params_hash}".encode()).hexdigest()[:20]
+        return hashlib.sha256(f"{self.data_hash}|{self.code_digest}|{self.params_hash}".encode()).hexdigest()[:20]
+
+    def changes_from(self, previous: dict[str, str]) -> list[str]:
+        """Which of data, code and params differ from a previous run's recorded state."""
+        names = {"data": "data_hash", "code": "code_digest", "params": "params_hash"}
+        return [name for name, field in names.items() if previous.get(field) != getattr(self, field)]
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+def code_files(root: Path = ROOT) -> list[Path]:
+    """The files whose content makes the code version, in a stable order."""
+    files = [path for package in CODE_PACKAGES for path in (root / package).rglob("*.py")
+             if "__pycache__" not in path.parts]
+    return sorted(files + [root / name for name in DEPENDENCY_FILES if (root / name).is_file()])
 
 
-def code_version(git_commit: str, root: Path = ROOT) -> str:
-    """The commit, with a digest of uncommitted changes to tracked code appended when there are any."""
-    diff = subprocess.run(["git", "diff", "HEAD", "--", ".", *NOT_CODE], cwd=root, capture_output=True, text=True)
-    return git_commit + (f"+{_digest(diff.stdout)}" if diff.stdout.strip() else "")
+def code_digest(root: Path = ROOT) -> str:
+    """Digest of the code that affects training: every file's path and bytes."""
+    digest = hashlib.sha256()
+    for path in code_files(root):
+        digest.update(f"{path.relative_to(root)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def params_hash(params: Params) -> str:
-    """Digest of the params that change what training produces (data, input, train)."""
-    chosen = {section: getattr(params, section).model_dump() for section in ("data", "input", "train")}
-    return _digest(json.dumps(chosen, sort_keys=True, default=str))
+    """Digest of all parameters of the run."""
+    return hashlib.sha256(json.dumps(params.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_state(params: Params, version: DataVersion, root: Path = ROOT) -> RunState:
-    """The state of a training from these params on the data and git state of `version`."""
-    return RunState(version.data_hash, code_version(version.git_commit, root), params_hash(params))
+    """The state of a training from these params on the data of `version` and the code as it is on disk."""
+    return RunState(version.data_hash, code_digest(root), params_hash(params))

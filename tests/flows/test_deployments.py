@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow  # make serve: Prefect server and worker
 
 POOL = "ringflow-local"
 OVERRIDE = "learning_rate=0.002"
+AUGMENT_OFF = 'overrides={"input.augment": "off"}'  # YAML 1.1 would read a bare off as false
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(repo, api, env | {"PREFECT_API_URL": api})
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
-        serve.wait(timeout=60)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a worker that does not stop is still stopped
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait(timeout=60)
         log.close()
 
 
@@ -97,7 +102,7 @@ def mlflow_runs(served: Served) -> list:
 @pytest.fixture(scope="module")
 def trained(served: Served) -> str:
     """One `train` deployment run with a --param override; its flow run id."""
-    done, flow_run_id = deployment_run(served, "train", OVERRIDE)
+    done, flow_run_id = deployment_run(served, "train", OVERRIDE, AUGMENT_OFF)
     assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     assert flow_run_id
     return flow_run_id
@@ -136,6 +141,7 @@ def test_train_run_carries_the_override(served: Served, trained: str) -> None:
     (mlflow_run,) = mlflow_runs(served)
     assert mlflow_run.info.status == "FINISHED"
     assert (mlflow_run.data.params["learning_rate"], mlflow_run.data.params["epochs"]) == ("0.002", "2")
+    assert mlflow_run.data.params["input.augment"] == "off"
     assert mlflow_run.data.metrics["test_accuracy"] > 0.8
 
 
@@ -171,16 +177,51 @@ def test_prefect_artifacts_summarize_the_run(served: Served, trained: str) -> No
     assert "data-validation" in artifacts
 
 
+def trained_epochs(served: Served, run_id: str) -> list[int]:
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    return sorted({metric.step for metric in client.get_metric_history(run_id, "loss")})
+
+
+def commit(served: Served, path: str, text: str) -> None:
+    """Append text to a file of the served checkout and commit it."""
+    with open(served.repo / path, "a") as handle:
+        handle.write(text)
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", f"edit {path}"],
+                   cwd=served.repo, check=True)
+
+
+def retrain(served: Served, *params: str) -> tuple[bool, str]:
+    """A `retrain` deployment run: (whether it skipped training, its run summary)."""
+    done, flow_run_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF, *params)
+    assert done.returncode == 0, done.stdout[-3000:]
+    text = flow_run_artifacts(served, flow_run_id)["run-summary"]["data"]
+    return "Training skipped" in text, text
+
+
 def test_retrain_skips_when_nothing_changed_and_trains_when_forced(served: Served, trained: str) -> None:
-    skipped, skipped_id = deployment_run(served, "retrain", OVERRIDE)
+    skipped, skipped_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF)
     assert skipped.returncode == 0, skipped.stdout[-3000:]
     assert "Training skipped" in flow_run_artifacts(served, skipped_id)["run-summary"]["data"]
     assert len(mlflow_runs(served)) == 1
     task_runs = api_call(served.api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [skipped_id]}}})
     assert [r["state_name"] for r in task_runs if r["name"].startswith("validate")] == ["Cached"]
-    forced, forced_id = deployment_run(served, "retrain", OVERRIDE, "force=true")
+    forced, forced_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF, "force=true")
     assert forced.returncode == 0, forced.stdout[-3000:]
     newest, first = mlflow_runs(served)
     assert newest.info.status == "FINISHED" and newest.info.run_id != first.info.run_id
+    assert trained_epochs(served, newest.info.run_id) == [0, 1]  # it trained every epoch, from scratch
     assert newest.data.tags["ringflow.gate.decision"] in ("champion", "challenger")
     assert "Gate:" in flow_run_artifacts(served, forced_id)["run-summary"]["data"]
+
+
+def test_a_readme_commit_does_not_retrain_and_a_code_change_does(served: Served, trained: str) -> None:
+    runs_before = len(mlflow_runs(served))
+    commit(served, "README.md", "\nA line about nothing that trains.\n")
+    assert retrain(served)[0]
+    assert len(mlflow_runs(served)) == runs_before
+    commit(served, "trainer/models.py", "\n# a change to the code that trains\n")
+    skipped, text = retrain(served)
+    assert not skipped and "Changed since the last finished run: code" in text
+    newest = mlflow_runs(served)[0]
+    assert len(mlflow_runs(served)) == runs_before + 1 and trained_epochs(served, newest.info.run_id) == [0, 1]

@@ -96,7 +96,8 @@ def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun,
     flow_runs = api_call(prefect_api, "/flow_runs/filter", {})
     assert [r["state_type"] for r in flow_runs] == ["COMPLETED"]
     task_runs = api_call(prefect_api, "/task_runs/filter", {})
-    assert {"convert", "validate", "version", "train", "evaluate", "export", "register", "record-outputs"} <= \
+    assert {"convert", "validate", "preflight", "version", "open-run", "train", "evaluate", "export", "register",
+            "publish"} <= \
         {r["name"].rsplit("-", 1)[0] for r in task_runs}
     artifacts = api_call(prefect_api, "/artifacts/filter", {})
     validation = [a for a in artifacts if a["key"] == "data-validation"]

@@ -61,3 +61,32 @@ def test_bad_value_stops_a_dvc_stage_command() -> None:
     done = run([PYTHON, "-m", "tasks", "train", "--set", "np=0"], ROOT, quiet_env(), timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: bad parameter train.np: Input should be greater than or equal to 1 (got 0)"
+
+
+def documented_enum_values() -> list[tuple[str, str, str]]:
+    """(section, field, value) for every value of every enum parameter."""
+    from tasks.params import Params
+    from trainer.config import literal_words
+    return [(section, name, word) for section, model in Params.model_fields.items()
+            for name, field in model.annotation.model_fields.items()
+            for word in literal_words(field.annotation)]
+
+
+@pytest.mark.parametrize(("section", "name", "value"), documented_enum_values())
+def test_every_enum_value_works_through_every_path(section: str, name: str, value: str, tmp_path) -> None:
+    import yaml
+
+    from tasks.paths import PARAMS_FILE
+    expected = value
+    through_set = load_params(parse_assignments([f"{section}.{name}={value}"]))  # --set KEY=VALUE
+    written = yaml.safe_load(PARAMS_FILE.read_text())
+    written[section][name] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(written).replace(f"'{value}'", value))  # unquoted in YAML
+    through_file = load_params(path=tmp_path / "params.yaml")
+    through_deployment = load_params({f"{section}.{name}": value})  # a deployment's `overrides` (JSON strings)
+    for params in (through_set, through_file, through_deployment):
+        assert getattr(getattr(params, section), name) == expected
+
+
+def test_documented_enum_values_include_off() -> None:
+    assert ("input", "augment", "off") in documented_enum_values()

@@ -20,7 +20,8 @@ def test_the_file_holds_the_resolved_params_and_the_job(digits_data: Path, tmp_p
     assert config.train == params.train and config.input == params.input
     assert (config.train.epochs, config.train.batch_size, config.input.image_size) == (3, 16, 64)
     assert config.job.augment is False  # auto, on 8x8 digits
-    assert config.job.checkpoint_dir.parent == tmp_path / "ckpt" and config.job.data_dir == digits_data
+    assert config.job.checkpoint_dir == tmp_path / "ckpt" and config.job.data_dir == digits_data
+    assert len(config.job.checkpoint_owner) == 16
     document = json.loads(written.read_text())
     assert document["data"] == params.data.model_dump(mode="json")  # the whole run, as logged to MLflow
 
@@ -28,7 +29,7 @@ def test_the_file_holds_the_resolved_params_and_the_job(digits_data: Path, tmp_p
 def test_a_file_the_processes_cannot_read_is_never_written(tmp_path: Path) -> None:
     sections = Params().model_dump(mode="json")
     sections["train"]["epochs"] = 0
-    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, augment=False)
+    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, checkpoint_owner="x", augment=False)
     with pytest.raises(ValidationError, match="epochs"):
         write_config(sections, job, tmp_path / "config.json")
     assert not (tmp_path / "config.json").exists()

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from trainer import session
 from trainer.callbacks import CheckpointEveryEpoch
+from trainer.checkpoint_files import check_epochs_left
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count
@@ -101,8 +102,9 @@ def train(config: TrainerConfig) -> None:
     model = compiled_model(config, run, strategy)
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
-                              save_dir=None if lead else Path(tempfile.mkdtemp()))  # all save; only the lead keeps
-    started = checkpoints.restore_latest() if train_params.resume else 0
+                              job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
+    started = checkpoints.restore_latest()  # every process restores; only the lead keeps what it saves
+    check_epochs_left(started, train_params.epochs)
     if started and lead:
         print(f"resuming from checkpoint at epoch {started}", flush=True)
     callbacks = [CheckpointEveryEpoch(checkpoints)] + (session.reporting_callbacks(config, run) if lead else [])

@@ -7,6 +7,7 @@ import horovod.tensorflow as hvd_tf
 import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 
+from trainer.checkpoint_files import check_epochs_left
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 
@@ -34,10 +35,11 @@ def compression(config: TrainerConfig) -> type:
 
 
 def resume(config: TrainerConfig, checkpoints: Checkpoints) -> int:
-    """Every rank restores the latest checkpoint (a directory all ranks see), so all hold the same optimizer
+    """Every rank restores the run's latest checkpoint (a directory all ranks see), so all hold the same optimizer
     state for the first broadcast; rank 0's epoch count is the one all use."""
-    epochs_done = checkpoints.restore_latest() if config.train.resume else 0
+    epochs_done = checkpoints.restore_latest()
     epochs_done = hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
+    check_epochs_left(epochs_done, config.train.epochs)
     if hvd.rank() == 0 and epochs_done:  # Horovod: rank 0 reports
         print(f"resuming from checkpoint at epoch {epochs_done}", flush=True)
     return epochs_done

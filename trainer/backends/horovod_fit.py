@@ -43,7 +43,8 @@ def train(config: TrainerConfig) -> None:
     session.set_precision(config)
     run = session.plan(config, replicas=size)  # Horovod: one replica per rank
     model = compiled_model(config, run)
-    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints)
+    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
+                              job.checkpoint_owner)
     started = horovod_common.resume(config, checkpoints)
     hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
     train_data = rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part

@@ -116,7 +116,8 @@ def train(config: TrainerConfig) -> None:
     session.set_precision(config)
     run = session.plan(config, replicas=size)  # Horovod: one replica per rank
     loop = TapeLoop(config, run)
-    checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints)
+    checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
+                              config.job.checkpoint_owner)
     started = horovod_common.resume(config, checkpoints)
     train_batches, val_data = input_data(config, run, rank, size)
     lead = rank == 0  # Horovod: rank 0 reports and writes

@@ -17,5 +17,33 @@ def test_a_failing_rank_is_named_with_its_error(tmp_path: Path) -> None:
                       "    raise ValueError('shard 3 is unreadable')\n")
     command = [str(Path(PYTHON).with_name("horovodrun")), "--gloo", "-np", "2", "-H", "localhost:2",
                PYTHON, str(script)]
-    with pytest.raises(RankFailed, match=r"rank 1 failed: ValueError: shard 3 is unreadable"):
+    with pytest.raises(RankFailed, match=r"^rank 1 on localhost failed \(exit 1\): ValueError: shard 3 is unreadable$"):
         run_streaming(command, quiet_env(), ROOT, lambda line: None)
+
+
+def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path, tmp_path: Path) -> None:
+    import os
+    import re
+    import signal
+
+    import psutil
+
+    from tasks.launch.train import train
+    from tasks.params import Params, TrainParams
+    params = Params(train=TrainParams(np=2, epochs=200, stall_timeout_seconds=15, tensorboard=False))
+    stopped: list[int] = []
+
+    def stop_rank_1(line: str) -> None:
+        if not stopped and re.search(r"epoch 1: ", line):
+            for process in psutil.process_iter(["cmdline", "environ"]):
+                if "-m trainer --config" in " ".join(process.info["cmdline"] or []) and \
+                        str(tmp_path) in " ".join(process.info["cmdline"]) and \
+                        (process.info["environ"] or {}).get("HOROVOD_RANK") == "1":
+                    os.kill(process.pid, signal.SIGSTOP)
+                    stopped.append(process.pid)
+
+    with pytest.raises(RankFailed, match=r"^rank 1 stopped responding: its process \(pid \d+\) has been stopped "
+                                         r"for 1\d s \(train.stall_timeout_seconds: 15\)$"):
+        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_rank_1)
+    assert stopped and not psutil.pid_exists(stopped[0])
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]

@@ -4,9 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from tasks.tracking import mlflow_store
-from tasks.tracking.model_registry import CHALLENGER, CHAMPION, apply_gate, log_registered_model
+from tasks.data.prepare import prepare
+from tasks.params import DataParams
+from tasks.tracking import mlflow_store, model_registry
+from tasks.tracking.model_registry import CHALLENGER, CHAMPION, apply_gate, decide_gate, log_registered_model
 from tests.tasks.tracking.conftest import EXPERIMENT
 
 
@@ -33,14 +36,21 @@ def registered_run(savedmodel: Path, test_accuracy: float) -> str:
     return log_registered_model(run_id, savedmodel, example, "gate-test")
 
 
+def gate(version: str, accuracy: float, score: object = model_registry.recorded_accuracy) -> object:
+    """Decide and apply the gate for a new version (by default the champion scores what it recorded: same split)."""
+    decision = decide_gate("gate-test", version, accuracy, 0.01, "split-a", score)
+    apply_gate(decision)
+    return decision
+
+
 def test_gate_promotes_a_better_model_and_refuses_a_worse_one(store_dir: Path) -> None:
     import mlflow.pyfunc
     savedmodel = tiny_savedmodel(store_dir / "savedmodel")
-    first = apply_gate("gate-test", registered_run(savedmodel, 0.90), 0.90, min_delta=0.01)
+    first = gate(registered_run(savedmodel, 0.90), 0.90)
     assert (first.alias, first.champion_accuracy) == (CHAMPION, None)
-    better = apply_gate("gate-test", registered_run(savedmodel, 0.95), 0.95, min_delta=0.01)
+    better = gate(registered_run(savedmodel, 0.95), 0.95)
     assert (better.alias, better.champion_version, better.champion_accuracy) == (CHAMPION, first.version, 0.90)
-    marginal = apply_gate("gate-test", registered_run(savedmodel, 0.955), 0.955, min_delta=0.01)
+    marginal = gate(registered_run(savedmodel, 0.955), 0.955)
     assert (marginal.alias, marginal.champion_version, marginal.champion_accuracy) == (CHALLENGER, better.version, 0.95)
     client = mlflow_store.client()
     assert str(client.get_model_version_by_alias("gate-test", CHAMPION).version) == better.version
@@ -53,3 +63,57 @@ def test_gate_promotes_a_better_model_and_refuses_a_worse_one(store_dir: Path) -
     probabilities = model.predict(np.zeros((3, 8, 8, 1), np.float32))
     assert probabilities.shape == (3, 10) and np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
 
+
+
+def rule_savedmodel(path: Path, rule: str) -> Path:
+    """A SavedModel of two classes: `dark` always says class 0; `bright` says 1 when the mean pixel exceeds 127."""
+    import tensorflow as tf
+
+    class Rule(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 1], tf.float32, name="images")])
+        def serve(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+            bright = tf.cast(tf.reduce_mean(images, axis=[1, 2, 3]) > 127.0, tf.int64)
+            classes = tf.zeros_like(bright) if rule == "dark" else bright
+            return {"probabilities": tf.one_hot(classes, 2), "classes": classes}
+
+    module = Rule()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def prepared_split(folder: Path, labelled: list[tuple[int, int, int]]) -> Path:
+    """Prepared data whose test split holds (count, pixel value, label) groups of flat 8x8 images."""
+    test_x = np.concatenate([np.full((count, 8, 8), value, np.uint8) for count, value, _ in labelled])
+    test_y = np.concatenate([np.full(count, label) for count, _, label in labelled])
+    train_x = np.concatenate([np.zeros((20, 8, 8), np.uint8), np.full((20, 8, 8), 255, np.uint8)])
+    np.savez(folder / "arrays.npz", x_train=train_x, y_train=np.repeat([0, 1], 20), x_test=test_x, y_test=test_y)
+    prepare(DataParams(dataset=f"npz:{folder / 'arrays.npz'}", min_shards=1), folder / "prepared", progress=False)
+    return folder / "prepared"
+
+
+def test_the_gate_scores_the_champion_on_the_new_test_split(store_dir: Path) -> None:
+    from tasks.outputs.evaluate import split_hash
+    from trainer.prepared_data import read_manifest
+    example = np.zeros((2, 8, 8, 1), np.float32)
+    dark = rule_savedmodel(store_dir / "dark", "dark")
+    run_id = mlflow_store.start_run(EXPERIMENT, {"data_hash": "a.dir"}, {})
+    champion = gate(log_registered_model(run_id, dark, example, "gate-test"), 1.0)  # its own split: all dark 0s
+    (store_dir / "b").mkdir()
+    split_b = prepared_split(store_dir / "b", [(50, 0, 0), (40, 255, 1), (10, 0, 1)])
+    bright = rule_savedmodel(store_dir / "bright", "bright")
+    version = log_registered_model(mlflow_store.start_run(EXPERIMENT, {"data_hash": "b.dir"}, {}), bright,
+                                   example, "gate-test")
+    rescore = lambda version: model_registry.score_registered_model(version, split_b)  # noqa: E731
+    decision = decide_gate("gate-test", version, 0.9, 0.01, split_hash(read_manifest(split_b)), rescore)
+    assert (decision.alias, decision.champion_version) == (CHAMPION, champion.version)  # 0.9 vs 1.0 would refuse
+    assert (decision.champion_accuracy, decision.champion_recorded_accuracy) == (0.5, 1.0)
+    assert decision.test_split == split_hash(read_manifest(split_b)) and "same test split" in decision.sentence()
+
+
+def test_a_registry_error_is_not_taken_for_no_champion(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import free_port
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    with pytest.raises(Exception, match="127.0.0.1"):
+        model_registry.current_champion("gate-test")

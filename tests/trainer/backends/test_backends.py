@@ -29,7 +29,7 @@ def digests(lines: list[str]) -> list[str]:
 def train_for_test(params: Params, data_dir: Path, tmp_path: Path, lines: list[str]) -> Path:
     out = tmp_path / "model"
     quiet = params.model_copy(update={"train": params.train.model_copy(update={"tensorboard": False})})
-    train(quiet, data_dir, out, None, lines.append, checkpoint_root=tmp_path / "checkpoints")
+    train(quiet, data_dir, out, tmp_path / "checkpoints", None, lines.append)
     return out
 
 

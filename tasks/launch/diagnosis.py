@@ -1,0 +1,130 @@
+"""Why a job failed, in one line: which rank, on which host, with what exit code or signal, and the likely cause;
+and whether running it again may pass (a killed or frozen rank may; bad input, out of memory, a bug do not)."""
+from __future__ import annotations
+
+import re
+import signal
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from pathlib import Path
+
+RANK_LINE = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
+EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
+NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
+                        r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
+ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
+STALL_MISSING = re.compile(r"^\s*(?P<rank>\d+): \[")  # Horovod's stall inspector: "Missing ranks:" then "1: [...]"
+TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|socket|timed? ?out|unavailable",
+                       re.IGNORECASE)
+TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
+
+
+def is_noise(line: str) -> bool:
+    """TensorFlow's start-up and C++ log chatter (kept out of the info log; errors still explain failures)."""
+    return bool(NOISE_LINE.match(line.split("]", 1)[-1] if line.startswith("[") else line))
+
+
+def oom_kill_count() -> int:
+    """Processes the kernel's out-of-memory killer has ended since boot (/proc/vmstat; 0 where unknown)."""
+    try:
+        found = re.search(r"^oom_kill (\d+)$", Path("/proc/vmstat").read_text(), re.M)
+    except OSError:
+        return 0
+    return int(found[1]) if found else 0
+
+
+def signal_of(code: int) -> int | None:
+    """The signal that ended a process: negative return codes, or a shell's 128 + N."""
+    if code < 0:
+        return -code
+    return code - 128 if 128 < code < 128 + 65 else None
+
+
+class RankFailed(RuntimeError):
+    """A rank (or the launcher) failed; the message names the rank, its host and the likely cause.
+    `retryable`: whether running the job again may pass."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What the launcher saw of a failed job: the failing exit code (-1: ended by the watch), the watch's verdict,
+    out-of-memory kills during the job, and how long it ran."""
+    code: int
+    verdict: str | None
+    verdict_retryable: bool
+    oom_kills: int
+    seconds: float
+
+
+class RankOutput:
+    """Keeps the last lines and exit codes of each rank to explain a failure."""
+
+    def __init__(self, hosts: dict[str, str], keep: int = 40) -> None:
+        self.hosts = hosts
+        self.tails: dict[str, deque[str]] = defaultdict(lambda: deque(maxlen=keep))
+        self.codes: dict[str, int] = {}
+        self.stalled: list[str] = []
+
+    def add(self, line: str) -> None:
+        match = RANK_LINE.match(line)
+        rank, text = (match["rank"], match["text"]) if match else ("launcher", line)
+        self.tails[rank].append(text)
+        if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":
+            self.exited(exited["rank"], int(exited["code"]))
+        if (missing := STALL_MISSING.match(text)) and missing["rank"] not in self.stalled:
+            self.stalled.append(missing["rank"])
+
+    def exited(self, rank: str, code: int) -> None:
+        self.codes.setdefault(rank, code)
+
+    def who(self, rank: str) -> str:
+        return "the launcher" if rank == "launcher" else f"rank {rank} on {self.hosts.get(rank, 'localhost')}"
+
+    def first_failed(self) -> str | None:
+        """The rank that failed first, passing over ranks the launcher terminated because of it."""
+        own = [rank for rank, code in self.codes.items() if code not in TERMINATED_BY_LAUNCHER]
+        return (own or list(self.codes) or [None])[0]
+
+    def error_line(self, rank: str) -> str | None:
+        errors = [text.strip() for text in self.tails[rank] if ERROR_LINE.match(text)]
+        return errors[-1] if errors else None
+
+    def failure(self, report: JobReport) -> RankFailed:
+        """One line naming the failure, and whether it may pass next time."""
+        if report.verdict:
+            return RankFailed(report.verdict, retryable=report.verdict_retryable)
+        if self.stalled:
+            return RankFailed(f"{self.who(self.stalled[0])} stalled: Horovod shut the job down after no progress "
+                              f"(train.stall_timeout_seconds)", retryable=True)
+        rank = self.first_failed()
+        if rank is None:
+            return self._launcher_failure(report.code)
+        return self._rank_failure(rank, self.codes[rank], report.oom_kills)
+
+    def _rank_failure(self, rank: str, code: int, oom_kills: int) -> RankFailed:
+        number = signal_of(code)
+        if number is not None:
+            name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+            if number == signal.SIGKILL and oom_kills:
+                return RankFailed(f"{self.who(rank)} was killed by the out-of-memory killer (exit {code}, {name}): "
+                                  f"lower train.batch_size or input.image_size", retryable=False)
+            return RankFailed(f"{self.who(rank)} was killed by signal {name} (exit {code})", retryable=True)
+        others = (self.error_line(r) for r in self.tails if r not in (rank, "launcher"))
+        error = self.error_line(rank) or next((line for line in others if line), None)
+        if error:
+            transient = bool(TRANSIENT.search(error))
+            return RankFailed(f"{self.who(rank)} failed (exit {code}): {error}", retryable=transient)
+        return RankFailed(f"{self.who(rank)} exited with status {code}: {self._last_line()}", retryable=True)
+
+    def _launcher_failure(self, code: int) -> RankFailed:
+        error = next((self.error_line(rank) for rank in self.tails if self.error_line(rank)), None)
+        message = f"the launcher failed (exit {code}): {error or self._last_line()}"
+        return RankFailed(message, retryable=bool(error and TRANSIENT.search(error)))
+
+    def _last_line(self) -> str:
+        return next((text.strip() for tail in self.tails.values() for text in reversed(tail) if text.strip()),
+                    "no output")

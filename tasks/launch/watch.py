@@ -1,0 +1,111 @@
+"""Watching a running job from outside: ranks whose process is stopped, the job's time limit, and stopping every
+process of the job (its launchers and whatever they started), stopped ones included."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+STOPPED_STATES = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """stall_seconds: a rank whose process is stopped this long ends the job (0: never); timeout_seconds: the
+    whole job's limit (None: none)."""
+    stall_seconds: float = 0
+    timeout_seconds: float | None = None
+
+
+def rank_of(process: psutil.Process) -> str | None:
+    """The Horovod rank (HOROVOD_RANK) or tf.distribute task of a job process, from its environment."""
+    try:
+        env = process.environ()
+    except (psutil.Error, OSError):
+        return None
+    if "HOROVOD_RANK" in env:
+        return env["HOROVOD_RANK"]
+    if "TF_CONFIG" in env:
+        import json
+        task = json.loads(env["TF_CONFIG"]).get("task", {})
+        return f"{task.get('type', 'worker')}{task.get('index', 0)}"
+    return None
+
+
+def job_tree(running: list[subprocess.Popen]) -> list[psutil.Process]:
+    """Every live process of the job: the started ones and all their descendants."""
+    tree = []
+    for popen in running:
+        try:
+            root = psutil.Process(popen.pid)
+            tree += [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    return tree
+
+
+@dataclass
+class JobWatch:
+    """Checked about once a second while the job runs; `verdict` says why it ended the job."""
+    running: list[subprocess.Popen]
+    limits: JobLimits
+    started: float = field(default_factory=time.monotonic)
+    stopped_since: dict[int, float] = field(default_factory=dict)
+    verdict: str | None = None
+    retryable: bool = True  # whether the job may pass when run again after what the verdict says
+
+    def check(self) -> bool:
+        """Whether the job must end now (and why, in `verdict`)."""
+        now = time.monotonic()
+        if self.limits.timeout_seconds and now - self.started > self.limits.timeout_seconds:
+            self.verdict = f"the job ran longer than train.timeout_minutes ({self.limits.timeout_seconds / 60:g})"
+            self.retryable = False
+            return True
+        if self.limits.stall_seconds:
+            self.verdict = self._stopped_rank(now)
+        return self.verdict is not None
+
+    def _stopped_rank(self, now: float) -> str | None:
+        """A sentence naming a rank stopped for stall_seconds, else None."""
+        seen = set()
+        for process in job_tree(self.running):
+            try:
+                stopped = process.status() in STOPPED_STATES
+            except psutil.NoSuchProcess:
+                continue
+            if stopped:
+                seen.add(process.pid)
+                since = self.stopped_since.setdefault(process.pid, now)
+                if now - since >= self.limits.stall_seconds:
+                    rank = rank_of(process)
+                    who = f"rank {rank}" if rank is not None else f"process {process.pid}"
+                    return (f"{who} stopped responding: its process (pid {process.pid}) has been stopped for "
+                            f"{now - since:.0f} s (train.stall_timeout_seconds: {self.limits.stall_seconds:g})")
+        self.stopped_since = {pid: since for pid, since in self.stopped_since.items() if pid in seen}
+        return None
+
+
+def stop_tree(running: list[subprocess.Popen], grace_seconds: float = 10) -> None:
+    """SIGTERM every process of the job (SIGCONT first, so stopped ones can act on it), SIGKILL what is left."""
+    tree = [process for process in job_tree(running) if process.is_running()]
+    for process in tree:
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            try:
+                process.send_signal(sig)
+            except psutil.NoSuchProcess:
+                break
+    _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=grace_seconds)
+    for popen in running:
+        try:
+            popen.wait(timeout=grace_seconds)
+        except subprocess.TimeoutExpired:
+            popen.kill()

@@ -1,0 +1,206 @@
+"""Every run trains what it says, on its own: successive and concurrent runs, a retry after a killed rank,
+an out-of-memory kill (one line, no retry), and dvc.lock left alone when params are overridden.
+
+Real components throughout: the pipeline CLI against a real Prefect server, Horovod, MLflow and DVC, in a private
+copy of the checkout."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from tests.helpers import PYTHON, copy_checkout, memory_limited, quiet_env, run
+
+pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
+
+RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
+
+
+def mlflow_client(repo: Path):
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
+
+
+def pipeline(*overrides: str) -> list[str]:
+    """The pipeline CLI's command line with --set overrides."""
+    return [PYTHON, "-m", "flows.pipeline", *[item for o in overrides for item in ("--set", o)]]
+
+
+def training_runs(repo: Path, filter_string: str = "") -> list:
+    """Runs of the checkout's `ringflow` experiment, newest first."""
+    client = mlflow_client(repo)
+    experiment = client.get_experiment_by_name("ringflow") if (repo / "mlruns" / "mlflow.db").exists() else None
+    if experiment is None:
+        return []
+    return list(client.search_runs([experiment.experiment_id], filter_string,
+                                   order_by=["attributes.start_time DESC"]))
+
+
+def trained_epochs(repo: Path, run_id: str) -> list[int]:
+    """The epochs a run logged a training loss for (MLflow metric history steps)."""
+    return sorted({m.step for m in mlflow_client(repo).get_metric_history(run_id, "loss")})
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_checkout(tmp_path_factory.mktemp("integrity"))
+
+
+def test_two_successive_runs_both_train_every_epoch(repo: Path, prefect_api: str) -> None:
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    run_ids = []
+    for _ in range(2):
+        done = run(pipeline("epochs=2"), repo, env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "resuming from checkpoint" not in done.stdout + done.stderr
+        run_ids.append(RUN_ID.search(done.stdout)[1])
+    assert run_ids[0] != run_ids[1]
+    for run_id in run_ids:
+        assert trained_epochs(repo, run_id) == [0, 1]
+        mlflow_run = mlflow_client(repo).get_run(run_id)
+        assert mlflow_run.info.status == "FINISHED"
+        assert mlflow_run.data.tags["ringflow.dvc_record"] == "dvc.lock left alone: train.epochs differ from params.yaml"
+    published = json.loads((repo / "outputs" / "published.json").read_text())
+    assert {item["run_id"] for item in published.values()} == {run_ids[1]}
+    assert json.loads((repo / "outputs" / "model" / "run.json").read_text())["run_id"] == run_ids[1]
+    assert "outs" not in json.dumps(__import__("yaml").safe_load((repo / "dvc.lock").read_text())["stages"].get(
+        "train", {}))  # never recorded: its params were not params.yaml's
+
+
+def rank0_digest(output: str) -> str:
+    return re.search(r"weights_sha256 rank=0 ([0-9a-f]{64})", output)[1]
+
+
+def logged_model_agrees(repo: Path, run_id: str, digest: str) -> None:
+    """The run's logged Keras model has the weights rank 0 printed, and the model version registered from that run
+    predicts exactly what that Keras model predicts."""
+    import mlflow.pyfunc
+
+    from tests.helpers import read_split
+    from trainer.model_io import load_model
+    from trainer.session import weights_digest
+    client = mlflow_client(repo)
+    model_dir = Path(client.download_artifacts(run_id, "model"))
+    keras_model = load_model(model_dir)
+    assert weights_digest(keras_model) == digest
+    (version,) = client.search_model_versions(f"run_id = '{run_id}'")
+    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
+    registered = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}")
+    images, _ = read_split(repo / "data" / "prepared", "test")
+    np.testing.assert_allclose(registered.predict(images), keras_model.predict(images, verbose=0), atol=1e-5)
+
+
+def test_two_pipelines_at_once_each_register_their_own_model(repo: Path, prefect_api: str) -> None:
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    jobs = [subprocess.Popen(pipeline("epochs=2", f"learning_rate={rate}"), cwd=repo, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rate in (0.001, 0.003)]
+    outputs = [job.communicate(timeout=900)[0] for job in jobs]
+    for job, output in zip(jobs, outputs):
+        assert job.returncode == 0, output[-3000:]
+        run_id = RUN_ID.search(output)[1]
+        assert trained_epochs(repo, run_id) == [0, 1]
+        logged_model_agrees(repo, run_id, rank0_digest(output))
+
+
+def kill_a_rank_after_epoch(repo: Path, run_id_holder: list[str], job: subprocess.Popen, epoch: int) -> None:
+    """SIGKILL rank 1 of the job's training once MLflow has the given epoch of the newest run."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and job.poll() is None:
+        runs = training_runs(repo, "attributes.status = 'RUNNING'")
+        if runs and len(trained_epochs(repo, runs[0].info.run_id)) >= epoch:
+            run_id_holder.append(runs[0].info.run_id)
+            for process in psutil.process_iter(["cmdline", "environ"]):
+                cmdline = " ".join(process.info["cmdline"] or [])
+                if "-m trainer --config" in cmdline and str(repo) in cmdline and \
+                        (process.info["environ"] or {}).get("HOROVOD_RANK") == "1":
+                    process.send_signal(signal.SIGKILL)
+                    return
+        time.sleep(0.5)
+    raise AssertionError("the training never reached the epoch to kill a rank at")
+
+
+def test_a_retry_after_a_killed_rank_resumes_that_run(repo: Path, prefect_api: str) -> None:
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    job = subprocess.Popen(pipeline("epochs=5", "pipeline.retry_delay_seconds=0"), cwd=repo,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed_run: list[str] = []
+    kill_a_rank_after_epoch(repo, killed_run, job, epoch=2)
+    output = job.communicate(timeout=900)[0]
+    assert job.returncode == 0, output[-3000:]
+    assert RUN_ID.search(output)[1] == killed_run[0]  # the same run, continued
+    assert re.search(r"rank 1 on localhost was killed by signal SIGKILL", output)
+    resumed = int(re.search(r"resuming from checkpoint at epoch (\d)", output)[1])
+    assert resumed >= 2
+    summary = json.loads(Path(mlflow_client(repo).download_artifacts(killed_run[0], "model/train_summary.json"))
+                         .read_text())
+    assert summary["resumed_from_epoch"] == resumed and len(summary["history"]["loss"]) == 5 - resumed
+    assert trained_epochs(repo, killed_run[0]) == [0, 1, 2, 3, 4]
+    assert mlflow_client(repo).get_run(killed_run[0]).info.status == "FINISHED"
+
+
+def test_out_of_memory_ends_in_one_line_without_a_retry(repo: Path, prefect_api: str) -> None:
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    before = len(training_runs(repo))
+    command = pipeline("np=1", "image_size=224", "batch_size=512", "epochs=1")
+    done = memory_limited(command, 3 << 30, repo, env)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert re.match(r"^error: rank 0 on localhost was killed by the out-of-memory killer \(exit 137, SIGKILL\)",
+                    lines[-1]), lines[-3:]
+    runs = training_runs(repo)
+    assert len(runs) == before + 1 and runs[0].info.status == "FAILED"  # one run, failed
+    assert "Retry 1/" not in done.stdout + done.stderr  # and the training was not tried again
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("model=resnet50", "error: model resnet50 needs inputs of at least 32x32; the data is 8x8 (set input.image_size)"),
+    ("batch_size=1000000", "error: the global batch (train.batch_size 1000000 x 2 replicas = 2000000) exceeds the "
+                           "1257 training records: lower train.batch_size or train.np"),
+])
+def test_bad_input_found_in_the_data_ends_in_one_line_before_any_run(repo: Path, prefect_api: str, override: str,
+                                                                     message: str) -> None:
+    before = len(training_runs(repo))
+    done = run(pipeline(override), repo, quiet_env(PREFECT_API_URL=prefect_api))
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, message)
+    assert len(training_runs(repo)) == before  # no MLflow run was opened
+
+
+def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, prefect_api: str) -> None:
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    if not training_runs(repo, "attributes.status = 'FINISHED'"):  # run alone: make one
+        assert run(pipeline("epochs=1"), repo, env).returncode == 0
+    finished = training_runs(repo, "attributes.status = 'FINISHED'")[0].info.run_id
+    done = run(pipeline("epochs=2", f"train.resume_from={finished}"), repo, env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == \
+        (2, f"error: train.resume_from: run {finished} has finished; start a new run instead")
+    done = run([*pipeline("epochs=2"), "--resume"], repo, env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == \
+        (2, "error: --resume: no interrupted run with a checkpoint in experiment ringflow")
+
+
+def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: str) -> None:
+    import os
+    env = quiet_env(PREFECT_API_URL=prefect_api)
+    job = subprocess.Popen(pipeline("epochs=4"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
+            len(trained_epochs(repo, running[0].info.run_id)) < 2:
+        assert time.monotonic() < deadline and job.poll() is None
+        time.sleep(0.5)
+    os.killpg(job.pid, signal.SIGKILL)  # the whole pipeline and its ranks, as a crash or a hard stop would
+    job.wait()
+    interrupted = running[0].info.run_id
+    done = run([*pipeline("epochs=4"), "--resume"], repo, env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert RUN_ID.search(done.stdout)[1] == interrupted
+    assert int(re.search(r"resuming from checkpoint at epoch (\d)", done.stdout + done.stderr)[1]) >= 2
+    assert trained_epochs(repo, interrupted) == [0, 1, 2, 3]
+    assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"

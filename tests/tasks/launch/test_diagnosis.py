@@ -1,0 +1,42 @@
+"""A failed job explained in one line from what horovodrun printed: rank, host, exit code or signal, cause."""
+from __future__ import annotations
+
+from tasks.launch.diagnosis import JobReport, RankOutput
+
+HOSTS = {"0": "h1", "1": "h2"}
+
+
+def explain(lines: list[str], oom_kills: int = 0, code: int = 1) -> tuple[str, bool]:
+    output = RankOutput(HOSTS)
+    for line in lines:
+        output.add(line)
+    failure = output.failure(JobReport(code, None, True, oom_kills, 10.0))
+    return str(failure), failure.retryable
+
+
+def test_the_rank_killed_first_is_named_not_the_one_the_launcher_terminated() -> None:
+    lines = ["[0]<stdout>:epoch 1: loss=0.5", "Process 1 exit with status code 137.",
+             "Terminating remaining workers after failure of Process 1.", "Process 0 exit with status code 143."]
+    assert explain(lines) == ("rank 1 on h2 was killed by signal SIGKILL (exit 137)", True)
+
+
+def test_a_kill_while_the_kernel_killed_for_memory_is_out_of_memory_and_final() -> None:
+    lines = ["Process 0 exit with status code 137."]
+    assert explain(lines, oom_kills=1) == (
+        "rank 0 on h1 was killed by the out-of-memory killer (exit 137, SIGKILL): lower train.batch_size or "
+        "input.image_size", False)
+
+
+def test_an_exception_in_a_rank_is_quoted_and_not_retried_unless_it_is_the_network() -> None:
+    bug = ["[1]<stderr>:ValueError: shapes (3,) and (4,) not aligned", "Process 1 exit with status code 1."]
+    assert explain(bug) == ("rank 1 on h2 failed (exit 1): ValueError: shapes (3,) and (4,) not aligned", False)
+    network = ["[0]<stderr>:RuntimeError: Gloo connection closed by peer", "Process 0 exit with status code 1."]
+    assert explain(network)[1] is True
+
+
+def test_horovods_stall_report_names_the_missing_rank() -> None:
+    lines = ["[0]<stderr>:W1123 stall_inspector.cc:107] One or more tensors were submitted to be reduced",
+             "[0]<stderr>:Missing ranks:", "[0]<stderr>:1: [DistributedAdam_Allreduce/cond/HorovodAllreduce_0]",
+             "Process 0 exit with status code 1."]
+    message, retryable = explain(lines)
+    assert message.startswith("rank 1 on h2 stalled: Horovod shut the job down") and retryable

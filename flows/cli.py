@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any, Callable
 
@@ -45,3 +46,24 @@ def stop_temporary_server() -> None:
     APILogWorker.drain_all(timeout=5)  # the flow's last log lines reach the server before it stops
     for server in list(SubprocessASGIServer._instances.values()):
         server.stop()
+
+
+class BadInputTracebacks(logging.Filter):
+    """Prefect logs a task's exception with its traceback; for bad input the one sentence says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tasks.errors import is_bad_input
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and is_bad_input(error):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def shorten_bad_input_logs() -> None:
+    """Install BadInputTracebacks on the handlers Prefect set up (its console handler on the root logger, its API
+    handlers on the `prefect.*` loggers), once."""
+    loggers = [logging.getLogger()] + [logger for name, logger in logging.root.manager.loggerDict.items()
+                                       if name.startswith("prefect") and isinstance(logger, logging.Logger)]
+    for handler in {handler for logger in loggers for handler in logger.handlers}:
+        if not any(isinstance(f, BadInputTracebacks) for f in handler.filters):
+            handler.addFilter(BadInputTracebacks())

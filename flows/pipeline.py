@@ -19,6 +19,7 @@ from prefect.cache_policies import INPUTS
 from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
+from flows.cli import shorten_bad_input_logs
 from tasks import steps
 from tasks.params import Params, load_params
 from tasks.versioning.dvc import DataVersion
@@ -27,6 +28,7 @@ from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
 
 ModelName = Literal[tuple(sorted(MODEL_CATALOG))]  # type: ignore[valid-type]
+shorten_bad_input_logs()
 
 
 @task(name="convert")

@@ -3,7 +3,8 @@
 Deployed by prefect.yaml as `training-pipeline/train` (on demand) and `training-pipeline/retrain` (weekly; skips
 when data, code and params are those of the last successful run, unless force=true).
 Run directly:  python -m flows.pipeline [--set train.epochs=5 ...] [--skip-unchanged] [--force] [--resume]
-(--resume continues the newest interrupted run from its last checkpoint.)
+(--resume continues the newest interrupted run from its last checkpoint; --dry-run prepares the data, runs the
+preflight checks and prints the launch plan and each rank's share of the data, without training.)
 """
 from __future__ import annotations
 
@@ -74,8 +75,11 @@ def log_line(line: str) -> None:
 
 @task(name="preflight")
 def preflight_task(params: Params) -> str | None:
-    """The checks that need the prepared data, before any MLflow run exists."""
-    return steps.preflight_step(params)
+    """The checks that need the prepared data, before any MLflow run exists; logs the per-rank data plan."""
+    controller = steps.preflight_step(params)
+    for line in steps.data_plan_step(params):
+        get_run_logger().info(line)
+    return controller
 
 
 @task(name="open-run")
@@ -181,16 +185,28 @@ def resume_override(overrides: dict[str, Any]) -> dict[str, Any]:
     return overrides | {"train.resume_from": steps.interrupted_run_step(load_params(overrides))}
 
 
+def dry_run(overrides: dict[str, Any]) -> int:
+    """--dry-run: prepare, preflight, print the launch plan and the per-rank data plan; no run, no training."""
+    from tasks.errors import report
+    try:
+        print("\n".join(steps.dry_run_step(load_params(overrides))))
+    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
+        return report(error)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from flows.cli import checked_overrides, stop_temporary_server
     from tasks.errors import report
     parser = argparse.ArgumentParser(add_help=False)
-    for flag in ("--skip-unchanged", "--force", "--resume"):
+    for flag in ("--skip-unchanged", "--force", "--resume", "--dry-run"):
         parser.add_argument(flag, action="store_true")
     flags, rest = parser.parse_known_args(argv)
     overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, steps.check_versionable)
     if overrides is None:
         return 2
+    if flags.dry_run:
+        return dry_run(overrides)
     try:
         overrides = resume_override(overrides) if flags.resume else overrides
         result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)

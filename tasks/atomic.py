@@ -37,6 +37,19 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def lock_held(lock_file: Path) -> bool:
+    """Whether another process holds file_lock(lock_file) right now."""
+    if not lock_file.is_file():
+        return False
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 @contextlib.contextmanager
 def file_lock(lock_file: Path) -> Iterator[None]:
     """Hold an exclusive flock on lock_file for the block (released too when the process dies)."""

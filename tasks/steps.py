@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from tasks.atomic import file_lock, write_text_atomic
+from tasks.atomic import file_lock, lock_held, write_text_atomic
 from tasks.data.prepare import prepare
 from tasks.data.validate import data_signature, save_report, validate
+from tasks.launch.plan import describe_launch, training_data_plan
 from tasks.launch.preflight import PreflightError, preflight
 from tasks.launch.train import check_resumable, checkpoint_owner, config_key, train
 from tasks.outputs.evaluate import evaluate, split_hash
@@ -26,6 +27,7 @@ from tasks.tracking.model_registry import GateDecision
 from tasks.versioning import dvc
 from tasks.versioning.run_state import RunState, run_state
 from tasks.workspace import RunWorkspace
+from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
 
@@ -78,6 +80,20 @@ def preflight_step(params: Params) -> str | None:
     return controller
 
 
+def data_plan_step(params: Params) -> list[str]:
+    """Each rank's share of the training split per epoch: records, steps, records dropped."""
+    return training_data_plan(params, read_manifest(PREPARED_DIR)).lines()
+
+
+def dry_run_step(params: Params, on_line: Callable[[str], None] = print) -> list[str]:
+    """Prepare and preflight, then the launch plan (each process's host and command) and the per-rank data plan,
+    without opening a run or training."""
+    prepare_step(params, on_line)
+    controller = preflight_step(params)
+    config_file = RunWorkspace("<run id>").model_dir / CONFIG_FILE_NAME
+    return ["launch:", *describe_launch(params, controller, config_file), "data:", *data_plan_step(params)]
+
+
 def check_versionable(params: Params) -> None:
     """Data params must be those of params.yaml: DVC records the prepare stage from that file."""
     if params.data != load_params().data:
@@ -111,9 +127,13 @@ def resumable_run(params: Params, run_id: str) -> RunWorkspace:
         run = mlflow_store.client().get_run(run_id)
     except MlflowException:
         raise PreflightError(f"train.resume_from: no MLflow run {run_id}") from None
+    if run.info.experiment_id != mlflow_store.experiment_id(params.tracking.experiment):
+        raise PreflightError(f"train.resume_from: run {run_id} is not in experiment {params.tracking.experiment}")
     if run.info.status == "FINISHED":
         raise PreflightError(f"train.resume_from: run {run_id} has finished; start a new run instead")
     workspace = RunWorkspace(run_id)
+    if lock_held(workspace.training_lock):
+        raise PreflightError(f"train.resume_from: run {run_id} is training right now")
     if not (workspace.checkpoint_dir / "checkpoint").is_file():
         raise PreflightError(f"train.resume_from: run {run_id} saved no checkpoint in {workspace.checkpoint_dir}")
     return workspace
@@ -122,7 +142,8 @@ def resumable_run(params: Params, run_id: str) -> RunWorkspace:
 def interrupted_run_step(params: Params) -> str:
     """The newest unfinished training run that saved a checkpoint (what `--resume` continues)."""
     for run in run_log.interrupted_runs(params.tracking.experiment):
-        if (RunWorkspace(run.info.run_id).checkpoint_dir / "checkpoint").is_file():
+        workspace = RunWorkspace(run.info.run_id)
+        if (workspace.checkpoint_dir / "checkpoint").is_file() and not lock_held(workspace.training_lock):
             return run.info.run_id
     raise PreflightError(f"--resume: no interrupted run with a checkpoint in experiment {params.tracking.experiment}")
 
@@ -134,7 +155,9 @@ def open_run_step(params: Params, version: dvc.DataVersion | None = None, state:
         mlflow_store.reopen_run(run_id)
         return run_id
     version = version or dvc.data_version()
-    return run_log.open_run(params, version, state or run_state(params, version))
+    run_id = run_log.open_run(params, version, state or run_state(params, version))
+    mlflow_store.client().log_text(run_id, "\n".join(data_plan_step(params)) + "\n", "data_plan.txt")
+    return run_id
 
 
 def train_step(params: Params, run_id: str, on_line: Callable[[str], None] = print) -> Path:
@@ -142,7 +165,7 @@ def train_step(params: Params, run_id: str, on_line: Callable[[str], None] = pri
     record the training in the run. Returns the model directory."""
     workspace = RunWorkspace(run_id)
     mlflow_store.reopen_run(run_id)
-    with mlflow_store.failing_marks_run(run_id):
+    with mlflow_store.failing_marks_run(run_id), file_lock(workspace.training_lock):
         result = train(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir, run_id, on_line)
         scaling_key = config_key(params, read_manifest(PREPARED_DIR), with_np=False)
         run_log.log_training(run_id, params, result.summary, workspace.model_dir, scaling_key)

@@ -32,3 +32,4 @@ class RunWorkspace:
     savedmodel_dir = _inside("savedmodel")
     metrics_file = _inside("metrics.json")
     gate_file = _inside("gate.json")
+    training_lock = _inside(".training.lock")  # held while the run trains: a live run is never resumed twice

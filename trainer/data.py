@@ -1,7 +1,7 @@
 """Per-rank tf.data input pipeline over the prepared TFRecord shards.
 
-shards -> this rank's files (or records) -> parallel interleaved reads -> parallel parse + decode (+ resize)
--> optional cache -> seeded shuffle -> augmentation (training) -> batch -> float32 -> prefetch.
+this rank's share of the shards (trainer/sharding.py) -> parallel interleaved reads -> parallel parse + decode
+(+ resize) -> optional cache -> seeded shuffle -> augmentation (training) -> batch -> float32 -> prefetch.
 """
 from __future__ import annotations
 
@@ -9,27 +9,29 @@ from pathlib import Path
 from typing import Any
 
 from trainer.prepared_data import feature_spec, shard_paths
-
-
-def rank_shards(manifest: dict[str, Any], split: str, rank: int, size: int) -> tuple[list[int], bool]:
-    """Indices of the shards this rank reads, and whether it must further split them by record.
-
-    With at least as many shards as ranks, ranks split by file; otherwise all read every shard
-    and keep every size-th record.
-    """
-    count = len(manifest["splits"][split]["shards"])
-    if count >= size:
-        return list(range(rank, count, size)), False
-    return list(range(count)), True
+from trainer.sharding import RankShare, rank_share
 
 
 def rank_record_count(manifest: dict[str, Any], split: str, rank: int, size: int) -> int:
-    """How many records of `split` this rank sees in one pass."""
-    indices, by_record = rank_shards(manifest, split, rank, size)
-    if by_record:
-        total = manifest["splits"][split]["count"]
-        return len(range(rank, total, size))
-    return sum(manifest["splits"][split]["shards"][i]["count"] for i in indices)
+    """How many records of an evaluation split (validation, test) this rank reads in one pass."""
+    return rank_share(manifest, split, rank, size).records
+
+
+def _records(data_dir: Path, manifest: dict[str, Any], split: str, share: RankShare, training: bool,
+             seed: int) -> Any:
+    """The serialized records of one rank's share: its pieces read interleaved (in a new order every epoch when
+    training)."""
+    import tensorflow as tf
+    paths = shard_paths(data_dir, manifest, split)
+    pieces = tf.data.Dataset.from_tensor_slices((
+        tf.constant([paths[piece.shard] for piece in share.pieces], tf.string),
+        tf.constant([piece.skip for piece in share.pieces], tf.int64),
+        tf.constant([piece.take for piece in share.pieces], tf.int64)))
+    if training:
+        pieces = pieces.shuffle(max(1, len(share.pieces)), seed=seed, reshuffle_each_iteration=True)
+    return pieces.interleave(lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take),
+                             cycle_length=max(1, min(8, len(share.pieces))), num_parallel_calls=tf.data.AUTOTUNE,
+                             deterministic=not training)
 
 
 def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -> tuple[int, int, int]:
@@ -73,23 +75,17 @@ def augment(image: Any, shape: tuple[int, int, int]) -> Any:
 
 
 def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: int = 0, size: int = 1,
-                 batch_size: int = 32, training: bool = False, seed: int = 0,
+                 batch_size: int = 32, training: bool = False, seed: int = 0, shard_seed: int = 0,
                  input_shape: tuple[int, int, int] | None = None, augmented: bool = False, cache: bool = True) -> Any:
-    """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's part of `split`.
+    """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's share of `split`.
 
-    Training data is cached (optional), shuffled, repeated and augmented (optional); evaluation data is not.
+    Training: the shares are cut by shard_seed (the same on every rank; trainer/sharding.py), cached (optional),
+    shuffled by `seed`, repeated and augmented (optional). Evaluation: the shares in manifest order, read once.
     """
     import tensorflow as tf
     autotune = tf.data.AUTOTUNE
-    paths = shard_paths(data_dir, manifest, split)
-    indices, by_record = rank_shards(manifest, split, rank, size)
-    files = tf.data.Dataset.from_tensor_slices([paths[i] for i in indices])
-    if training:
-        files = files.shuffle(len(indices), seed=seed, reshuffle_each_iteration=True)
-    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(indices)),
-                               num_parallel_calls=autotune, deterministic=not training)
-    if by_record:
-        records = records.shard(size, rank)
+    share = rank_share(manifest, split, rank, size, shard_seed if training else None)
+    records = _records(data_dir, manifest, split, share, training, seed)
     shape = tuple(input_shape or manifest["image_shape"])
     resize = not manifest.get("uniform_size", True) or list(shape[:2]) != list(manifest["image_shape"][:2])
     images = records.map(_loader(shape, resize), num_parallel_calls=autotune)

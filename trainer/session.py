@@ -15,6 +15,7 @@ from trainer.metrics_sink import mlflow_metric_sink
 from trainer.model_io import save_model, write_train_summary
 from trainer.prepared_data import read_manifest
 from trainer.schedule import WarmupSchedule, scaled_rates
+from trainer.sharding import TrainingPlan, training_plan
 
 
 @dataclass(frozen=True)
@@ -24,20 +25,23 @@ class Plan:
     input_shape: tuple[int, int, int]
     replicas: int
     global_batch: int
+    data: TrainingPlan  # each input pipeline's records, batches and drops per epoch
     steps_per_epoch: int
     learning_rate: tuple[float, float]  # (warmup start, target)
     warmup_steps: int
 
 
-def plan(config: TrainerConfig, replicas: int) -> Plan:
-    """Global batch, steps per epoch and the scaled learning rate for `replicas` replicas."""
+def plan(config: TrainerConfig, replicas: int, pipelines: int) -> Plan:
+    """Global batch, each input pipeline's share of the data, steps per epoch and the scaled learning rate for
+    `replicas` replicas fed by `pipelines` input pipelines (one per Horovod rank or tf.distribute worker)."""
     train = config.train
     manifest = read_manifest(config.job.data_dir)
     global_batch = train.batch_size * replicas
-    steps = max(1, manifest["splits"]["train"]["count"] // global_batch)
+    data = training_plan(manifest, pipelines, global_batch // pipelines, train.seed)
+    steps = max(1, data.steps_per_epoch)
     rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
-    return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, steps,
-                rates, round(train.warmup_epochs * steps))
+    return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, data,
+                steps, rates, round(train.warmup_epochs * steps))
 
 
 def set_precision(config: TrainerConfig) -> None:
@@ -92,5 +96,6 @@ def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, histor
                "steps_per_epoch": run.steps_per_epoch, "learning_rate": run.learning_rate[1],
                "warmup_start_learning_rate": run.learning_rate[0], "warmup_steps": run.warmup_steps,
                "resumed_from_epoch": started_epoch, "precision": config.train.precision,
+               "records_per_rank": list(run.data.records), "dropped_per_rank": list(run.data.dropped),
                "history": {key: [float(x) for x in values] for key, values in history.items()}}
     write_train_summary(summary, out_dir)

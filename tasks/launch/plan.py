@@ -18,7 +18,8 @@ from tasks.launch.processes import Process
 from tasks.params import Params
 from tasks.paths import ROOT
 from tasks.tracking.mlflow_store import tracking_uri
-from trainer.backends import CLUSTER_BACKENDS
+from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
+from trainer.sharding import TrainingPlan, training_plan
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 
@@ -114,3 +115,25 @@ def launch_plan(params: Params, controller: str | None, config_file: Path, env: 
     if params.train.backend in CLUSTER_BACKENDS:
         return cluster_processes(params, config_file, env)
     return [Process(trainer_command(config_file), env, "0")]
+
+
+def training_data_plan(params: Params, manifest: dict) -> TrainingPlan:
+    """Each input pipeline's share of the training split per epoch, as the processes will cut it (Horovod: one
+    pipeline per rank; multiworker: one per worker; single-process strategies: one for all local replicas)."""
+    train = params.train
+    if train.backend in HOROVOD_BACKENDS or train.backend == "multiworker":
+        pipelines, batch = train.np, train.batch_size
+    else:
+        pipelines, batch = 1, train.batch_size * (1 if train.backend == "one-device" else train.np)
+    return training_plan(manifest, pipelines, batch, train.seed)
+
+
+def describe_launch(params: Params, controller: str | None, config_file: Path) -> list[str]:
+    """The launch plan in words: each process's host and command line."""
+    processes = launch_plan(params, controller, config_file, {"TF_CONFIG": "{}"})
+    lines = []
+    for process in processes:
+        where = ", ".join(f"rank {rank} on {host}" for rank, host in enumerate(process.hosts)) \
+            if process.label is None else f"{process.label} on {process.hosts[0]}"
+        lines.append(f"{where}: {shlex.join(process.command)}")
+    return lines

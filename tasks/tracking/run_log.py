@@ -93,7 +93,9 @@ def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir
                                  "warmup_start_learning_rate": summary["warmup_start_learning_rate"],
                                  "warmup_steps": summary["warmup_steps"],
                                  "steps_per_epoch": summary["steps_per_epoch"],
-                                 "resumed_from_epoch": summary["resumed_from_epoch"]})
+                                 "resumed_from_epoch": summary["resumed_from_epoch"],
+                                 "records_per_rank": summary["records_per_rank"],
+                                 "dropped_per_rank": summary["dropped_per_rank"]})
     steady = steady_images_per_sec(summary)
     metrics = {"images_per_sec_steady": steady}
     reference = single_process_rate(params.tracking.experiment, scaling_key)

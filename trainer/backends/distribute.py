@@ -47,6 +47,14 @@ def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
     return tf.distribute.OneDeviceStrategy(devices[0])
 
 
+def input_pipelines(strategy: tf.distribute.Strategy) -> int:
+    """How many input pipelines feed the replicas: one per worker for multiworker, one otherwise (the
+    parameter-server coordinator builds each worker's pipeline as pipeline 0 of 1)."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return len(json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [None]))
+    return 1
+
+
 def task_of_this_process() -> tuple[str, int]:
     """(task type, index) from TF_CONFIG; ('chief', 0) when there is none."""
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
@@ -67,7 +75,8 @@ def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.expe
         return rank_dataset(config.job.data_dir, run.manifest, "train", rank=context.input_pipeline_id,
                             size=context.num_input_pipelines, training=True,
                             batch_size=context.get_per_replica_batch_size(run.global_batch),
-                            seed=config.train.seed + context.input_pipeline_id, input_shape=run.input_shape,
+                            seed=config.train.seed + context.input_pipeline_id, shard_seed=config.train.seed,
+                            input_shape=run.input_shape,
                             augmented=config.job.augment, cache=config.input.cache)
     return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
 
@@ -98,7 +107,7 @@ def train(config: TrainerConfig) -> None:
     strategy = make_strategy(config)
     task_type, task_index = task_of_this_process()
     tf.keras.utils.set_random_seed(train_params.seed + task_index)
-    run = session.plan(config, replicas=strategy.num_replicas_in_sync)
+    run = session.plan(config, replicas=strategy.num_replicas_in_sync, pipelines=input_pipelines(strategy))
     model = compiled_model(config, run, strategy)
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,

@@ -41,7 +41,7 @@ def train(config: TrainerConfig) -> None:
     train_params, job = config.train, config.job
     rank, size = horovod_common.start(config)
     session.set_precision(config)
-    run = session.plan(config, replicas=size)  # Horovod: one replica per rank
+    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: one replica and input pipeline per rank
     model = compiled_model(config, run)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
                               job.checkpoint_owner)
@@ -49,7 +49,8 @@ def train(config: TrainerConfig) -> None:
     hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
     train_data = rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part
                               batch_size=train_params.batch_size, training=True, seed=train_params.seed + rank,
-                              input_shape=run.input_shape, augmented=job.augment, cache=config.input.cache)
+                              shard_seed=train_params.seed, input_shape=run.input_shape, augmented=job.augment,
+                              cache=config.input.cache)
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod: own part
                             batch_size=train_params.batch_size, input_shape=run.input_shape)
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share

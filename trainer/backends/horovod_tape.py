@@ -102,7 +102,8 @@ def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -
     job, train_params = config.job, config.train
     train_batches = iter(rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod
                                       batch_size=train_params.batch_size, training=True,
-                                      seed=train_params.seed + rank, input_shape=run.input_shape,
+                                      seed=train_params.seed + rank, shard_seed=train_params.seed,
+                                      input_shape=run.input_shape,
                                       augmented=job.augment, cache=config.input.cache))
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
                             batch_size=train_params.batch_size, input_shape=run.input_shape)
@@ -114,7 +115,7 @@ def train(config: TrainerConfig) -> None:
     from trainer.metrics_sink import mlflow_metric_sink
     rank, size = horovod_common.start(config)
     session.set_precision(config)
-    run = session.plan(config, replicas=size)  # Horovod: one replica per rank
+    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: one replica and input pipeline per rank
     loop = TapeLoop(config, run)
     checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
                               config.job.checkpoint_owner)

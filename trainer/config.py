@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -18,6 +19,7 @@ from trainer.models import MODEL_CATALOG
 CONFIG_FILE_NAME = "trainer_config.json"  # beside the model it trained: the job's resolved configuration
 Backend = Literal[BACKENDS]  # type: ignore[valid-type]
 Precision = Literal["fp32", "mixed_float16", "mixed_bfloat16"]
+AugmentOp = Literal["crop", "flip", "brightness", "contrast"]
 
 
 YAML11_BOOLEAN_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
@@ -27,7 +29,9 @@ def literal_words(annotation: Any) -> tuple[Any, ...]:
     """The values a Literal (or an optional Literal) annotation allows; () for anything else."""
     if get_origin(annotation) is Literal:
         return get_args(annotation)
-    return tuple(word for part in get_args(annotation) for word in literal_words(part))
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(word for part in get_args(annotation) for word in literal_words(part))
+    return ()
 
 
 class Section(BaseModel):
@@ -48,8 +52,9 @@ class Section(BaseModel):
 class InputParams(Section):
     """The trainer's input pipeline."""
     image_size: int | None = Field(None, ge=8)  # square size the model sees; None: the data's own size
-    augment: Literal["auto", "on", "off"] = "auto"  # auto: on for image folders and images >= 64 px
-    cache: bool = True  # keep decoded training images in memory after the first epoch
+    augment: Literal["auto", "on", "off"] = "auto"  # auto: on for images of 64 px or more
+    augment_ops: list[AugmentOp] = ["crop", "flip", "brightness", "contrast"]  # digits or text: leave out flip
+    cache: Literal["auto"] | bool = "auto"  # decoded training images in memory; auto: when they fit well
 
 
 class TrainParams(Section):

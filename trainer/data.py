@@ -63,24 +63,44 @@ def _loader(shape: tuple[int, int, int], resize: bool) -> Any:
     return load
 
 
-def augment(image: Any, shape: tuple[int, int, int]) -> Any:
-    """nvcnn_hvd's training distortions: random crop resized back, flip, brightness, contrast (0..255 floats)."""
+def augment(image: Any, shape: tuple[int, int, int], ops: tuple[str, ...]) -> Any:
+    """nvcnn_hvd's training distortions, those named in `ops`, in this order: random crop resized back, flip,
+    brightness, contrast (0..255 floats)."""
     import tensorflow as tf
-    crop = [max(1, int(shape[0] * 0.875)), max(1, int(shape[1] * 0.875)), shape[2]]
-    image = tf.image.resize(tf.image.random_crop(image, crop), shape[:2])
-    image = tf.image.random_flip_left_right(image)
-    image = tf.image.random_brightness(image, max_delta=32.0)
-    image = tf.image.random_contrast(image, 0.8, 1.2)
+    if "crop" in ops:
+        crop = [max(1, int(shape[0] * 0.875)), max(1, int(shape[1] * 0.875)), shape[2]]
+        image = tf.image.resize(tf.image.random_crop(image, crop), shape[:2])
+    if "flip" in ops:
+        image = tf.image.random_flip_left_right(image)
+    if "brightness" in ops:
+        image = tf.image.random_brightness(image, max_delta=32.0)
+    if "contrast" in ops:
+        image = tf.image.random_contrast(image, 0.8, 1.2)
     return tf.clip_by_value(image, 0.0, 255.0)
+
+
+def decoded_bytes(records: int, shape: tuple[int, int, int]) -> int:
+    """Memory the decoded uint8 images of `records` records take at the model's input shape."""
+    return records * shape[0] * shape[1] * shape[2]
+
+
+def cache_in_memory(setting: str | bool, records: int, shape: tuple[int, int, int], available: int,
+                    processes: int) -> bool:
+    """Whether a rank keeps its decoded training share in memory: `auto` only when it fits well inside its part of
+    the host's available memory (a quarter of it, shared by the host's processes)."""
+    if setting != "auto":
+        return bool(setting)
+    return decoded_bytes(records, shape) <= available // (4 * max(1, processes))
 
 
 def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: int = 0, size: int = 1,
                  batch_size: int = 32, training: bool = False, seed: int = 0, shard_seed: int = 0,
-                 input_shape: tuple[int, int, int] | None = None, augmented: bool = False, cache: bool = True) -> Any:
+                 input_shape: tuple[int, int, int] | None = None, augment_ops: tuple[str, ...] = (),
+                 cache: bool = True) -> Any:
     """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's share of `split`.
 
     Training: the shares are cut by shard_seed (the same on every rank; trainer/sharding.py), cached (optional),
-    shuffled by `seed`, repeated and augmented (optional). Evaluation: the shares in manifest order, read once.
+    shuffled by `seed`, repeated and augmented by augment_ops. Evaluation: the shares in manifest order, read once.
     """
     import tensorflow as tf
     autotune = tf.data.AUTOTUNE
@@ -91,8 +111,8 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     images = records.map(_loader(shape, resize), num_parallel_calls=autotune)
     if training:
         images = (images.cache() if cache else images).shuffle(4096, seed=seed).repeat()
-    if training and augmented:
-        images = images.map(lambda image, label: (augment(tf.cast(image, tf.float32), shape), label),
+    if training and augment_ops:
+        images = images.map(lambda image, label: (augment(tf.cast(image, tf.float32), shape, augment_ops), label),
                             num_parallel_calls=autotune)
     batches = images.batch(batch_size, drop_remainder=training)
     # One cast per batch, not per image: less tf.data work beside the training threads.

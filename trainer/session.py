@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from trainer.callbacks import EpochReport, Throughput
 from trainer.config import TrainerConfig
-from trainer.data import model_input_shape
+from trainer.data import cache_in_memory, model_input_shape
 from trainer.metrics_sink import mlflow_metric_sink
 from trainer.model_io import save_model, write_train_summary
 from trainer.prepared_data import read_manifest
@@ -42,6 +42,21 @@ def plan(config: TrainerConfig, replicas: int, pipelines: int) -> Plan:
     rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
     return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, data,
                 steps, rates, round(train.warmup_epochs * steps))
+
+
+def training_dataset(config: TrainerConfig, run: Plan, rank: int, size: int, batch_size: int,
+                     local_processes: int = 1) -> tf.data.Dataset:
+    """This input pipeline's endless training batches: its share, cached when it fits, shuffled, augmented."""
+    import psutil
+
+    from trainer.data import rank_dataset
+    records = run.data.records[rank] if len(run.data.records) == size else run.data.records[0]
+    cache = cache_in_memory(config.input.cache, records, run.input_shape, psutil.virtual_memory().available,
+                            local_processes)
+    ops = tuple(config.input.augment_ops) if config.job.augment else ()
+    return rank_dataset(config.job.data_dir, run.manifest, "train", rank=rank, size=size, batch_size=batch_size,
+                        training=True, seed=config.train.seed + rank, shard_seed=config.train.seed,
+                        input_shape=run.input_shape, augment_ops=ops, cache=cache)
 
 
 def set_precision(config: TrainerConfig) -> None:

@@ -28,12 +28,12 @@ class TrainResult:
 
 
 def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
-    """`auto` augments image folders and images of 64 px or more (the ImageNet regime of NVIDIA's nvcnn_hvd),
-    not small digits."""
+    """`auto` augments images of 64 px or more (the ImageNet regime of NVIDIA's nvcnn_hvd), not small digits, of
+    whatever source."""
     if inputs.augment != "auto":
         return inputs.augment == "on"
     height, width, _ = manifest["image_shape"]
-    return manifest["source"].startswith("folder:") or min(height, width) >= 64
+    return min(height, width) >= 64
 
 
 def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:

@@ -74,3 +74,28 @@ def test_training_epochs_cover_the_split_once_at_any_rank_count(tmp_path: Path, 
     assert len(seen) == len(set(seen)) == size * plan.steps_per_epoch * 8  # disjoint, no record twice
     assert total - len(seen) == sum(plan.dropped) and max(plan.dropped) < 8 + 1  # what is left out is reported
     assert set(seen) <= set(range(1000))
+
+
+def test_augmentation_applies_only_the_named_operations() -> None:
+    import tensorflow as tf
+
+    from trainer.data import augment
+    image = tf.constant(np.arange(8 * 8, dtype=np.float32).reshape(8, 8, 1))
+    assert np.array_equal(augment(image, (8, 8, 1), ()).numpy(), image.numpy())
+    for _ in range(8):
+        flipped = augment(image, (8, 8, 1), ("flip",)).numpy()
+        assert np.array_equal(flipped, image.numpy()) or np.array_equal(flipped, image.numpy()[:, ::-1])
+    assert augment(image, (8, 8, 1), ("crop", "brightness", "contrast")).shape == (8, 8, 1)
+
+
+def test_auto_cache_keeps_in_memory_only_what_fits_well() -> None:
+    from trainer.data import cache_in_memory, decoded_bytes
+    imagenet_share = 1_281_167 // 8  # one of 8 ranks' share of an ImageNet-sized training split
+    assert decoded_bytes(imagenet_share, (224, 224, 3)) > 24e9  # about 24 GB decoded
+    assert not cache_in_memory("auto", imagenet_share, (224, 224, 3), available=24 << 30, processes=8)
+    assert cache_in_memory("auto", 1257, (8, 8, 1), available=24 << 30, processes=2)  # digits: 80 kB
+    limit = (24 << 30) // (4 * 2)  # a quarter of the memory, shared by 2 ranks of the host
+    assert cache_in_memory("auto", limit // (64 * 64 * 3), (64, 64, 3), available=24 << 30, processes=2)
+    assert not cache_in_memory("auto", limit // (64 * 64 * 3) + 1, (64, 64, 3), available=24 << 30, processes=2)
+    assert cache_in_memory(True, imagenet_share, (224, 224, 3), 0, 1) and not cache_in_memory(False, 1, (8, 8, 1),
+                                                                                              1 << 40, 1)

@@ -72,12 +72,8 @@ def is_lead(strategy: tf.distribute.Strategy) -> bool:
 def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.experimental.DatasetCreator:
     """Each input pipeline reads its own shards, batched per replica."""
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return rank_dataset(config.job.data_dir, run.manifest, "train", rank=context.input_pipeline_id,
-                            size=context.num_input_pipelines, training=True,
-                            batch_size=context.get_per_replica_batch_size(run.global_batch),
-                            seed=config.train.seed + context.input_pipeline_id, shard_seed=config.train.seed,
-                            input_shape=run.input_shape,
-                            augmented=config.job.augment, cache=config.input.cache)
+        return session.training_dataset(config, run, context.input_pipeline_id, context.num_input_pipelines,
+                                        context.get_per_replica_batch_size(run.global_batch))
     return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
 
 

@@ -47,10 +47,8 @@ def train(config: TrainerConfig) -> None:
                               job.checkpoint_owner)
     started = horovod_common.resume(config, checkpoints)
     hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
-    train_data = rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod: own part
-                              batch_size=train_params.batch_size, training=True, seed=train_params.seed + rank,
-                              shard_seed=train_params.seed, input_shape=run.input_shape, augmented=job.augment,
-                              cache=config.input.cache)
+    train_data = session.training_dataset(config, run, rank, size, train_params.batch_size,  # Horovod: own share
+                                          hvd.local_size())
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod: own part
                             batch_size=train_params.batch_size, input_shape=run.input_shape)
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share

@@ -100,11 +100,8 @@ def report(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
 def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> tuple[Any, Any]:
     """(an endless iterator of this rank's training batches, this rank's validation batches)."""
     job, train_params = config.job, config.train
-    train_batches = iter(rank_dataset(job.data_dir, run.manifest, "train", rank=rank, size=size,  # Horovod
-                                      batch_size=train_params.batch_size, training=True,
-                                      seed=train_params.seed + rank, shard_seed=train_params.seed,
-                                      input_shape=run.input_shape,
-                                      augmented=job.augment, cache=config.input.cache))
+    train_batches = iter(session.training_dataset(config, run, rank, size, train_params.batch_size,  # Horovod
+                                                  hvd.local_size()))
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
                             batch_size=train_params.batch_size, input_shape=run.input_shape)
     return train_batches, val_data

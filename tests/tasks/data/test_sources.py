@@ -101,10 +101,11 @@ def test_image_folder_feeds_resized_augmented_batches(tmp_path: Path) -> None:
     data_dir = tmp_path / "prepared"
     prepare(DataParams(dataset=f"folder:{tmp_path / 'images'}", min_shards=2), data_dir, progress=False)
     manifest = read_manifest(data_dir)
-    assert augmentation_on(InputParams(), manifest)
+    assert not augmentation_on(InputParams(), manifest)  # auto: these are 20 to 31 px, below 64
+    assert augmentation_on(InputParams(augment="on"), manifest)
     shape = model_input_shape(manifest, 16)
     batch, labels = next(iter(rank_dataset(data_dir, manifest, "train", batch_size=4, training=True,
-                                           input_shape=shape, augmented=True)))
+                                           input_shape=shape, augment_ops=("crop", "flip", "brightness"))))
     assert batch.shape == (4, 16, 16, 3) and float(batch.numpy().max()) <= 255.0
     assert set(labels.numpy().tolist()) <= {0, 1}
 

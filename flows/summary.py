@@ -7,12 +7,15 @@ SHOWN_TRAIN_PARAMS = ("backend", "np", "model", "epochs", "batch_size", "learnin
 
 
 def validation_markdown(report: dict[str, Any], skipped: bool) -> str:
-    """The validation report as a markdown table."""
+    """The validation report as a markdown table, and the images conversion left out, if any."""
     rows = [f"| {split} | {s['records']} | {s['shards']} | {s['bytes']:,} |" for split, s in report["splits"].items()]
+    bad = report.get("skipped_images", [])
+    left_out = ["", f"**{len(bad)} image(s) left out** (data.bad_images: skip):", "",
+                *[f"- `{image['file']}`: {image['reason']}" for image in bad[:50]]] if bad else []
     return "\n".join([f"### Data validation: {report['source']} — valid", "",
                       f"{report['classes']} classes, image shape {report['image_shape']}, "
                       f"conversion {'skipped (up to date)' if skipped else 'done'}", "",
-                      "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows])
+                      "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows, *left_out])
 
 
 def epoch_rows(history: dict[str, list[float]]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ train and input sections in trainer/config.py (the processes validate their file
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -36,6 +36,7 @@ class DataParams(Section):
     min_shards: int = Field(8, ge=1)
     shard_bytes: int = Field(100_000_000, ge=1024)
     workers: int = Field(0, ge=0)
+    bad_images: Literal["fail", "skip"] = "fail"  # images that cannot be decoded: stop naming them, or leave them out
     seed: int = 42
 
     @field_validator("dataset")

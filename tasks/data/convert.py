@@ -22,13 +22,15 @@ from tasks.data.tfrecord_writer import TFRecordFile, encode_example
 CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "F": 1, "LA": 2, "PA": 4, "RGBA": 4}
 IN_PROCESS_BELOW = 4096  # records: fewer than this are converted in this process (no worker start-up)
 RECORD_OVERHEAD = 120  # bytes of Example fields and framing around each image
+EXIF_ORIENTATION = 0x0112
 
 
 @dataclass(frozen=True)
 class ShardJob:
-    """One shard to write: its path and its records."""
+    """One shard to write: its path, its records and their indices in the split."""
     path: str
     data: SplitData
+    indices: tuple[int, ...] = ()
 
 
 def encode_png(image: np.ndarray) -> bytes:
@@ -39,36 +41,83 @@ def encode_png(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def sniff(blob: bytes) -> tuple[str, tuple[int, int, int]]:
-    """Format ('jpeg' or 'png') and (height, width, channels) from an encoded image's header."""
-    from PIL import Image
-    with Image.open(io.BytesIO(blob)) as image:
-        image_format = image.format.lower()
-        if image_format not in IMAGE_SUFFIXES.values():
-            raise ValueError(f"unsupported image format {image.format}")
-        return image_format, (image.height, image.width, CHANNELS_BY_MODE.get(image.mode, 3))
+class BadImage(ValueError):
+    """An image file or record that cannot be decoded; the message is the reason."""
 
 
-def _encoded(data: SplitData) -> Iterator[tuple[bytes, str, tuple[int, int, int]]]:
+def _orientation(image: Any) -> int:
+    try:
+        return int(image.getexif().get(EXIF_ORIENTATION, 1))
+    except (ValueError, TypeError, OSError):
+        return 1
+
+
+def _upright_png(image: Any, channels: int) -> tuple[bytes, str, tuple[int, int, int]]:
+    """An image with an EXIF rotation, turned upright, as lossless PNG of 1 or 3 channels."""
+    from PIL import ImageOps
+    pixels = np.asarray(ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB"))
+    pixels = pixels[..., None] if pixels.ndim == 2 else pixels
+    return encode_png(pixels), "png", pixels.shape
+
+
+def checked(blob: bytes) -> tuple[bytes, str, tuple[int, int, int]]:
+    """The bytes to store, their format ('jpeg' or 'png') and (height, width, channels), after decoding the whole
+    image (JPEG at a reduced scale: every byte is still read). A JPEG with an EXIF rotation is stored turned upright,
+    as PNG (TensorFlow's decoder ignores EXIF). Raises BadImage with the reason."""
+    from PIL import Image, UnidentifiedImageError
+    if not blob:
+        raise BadImage("empty file")
+    try:
+        with Image.open(io.BytesIO(blob)) as image:
+            image_format = (image.format or "").lower()
+            if image_format not in IMAGE_SUFFIXES.values():
+                raise BadImage(f"unsupported image format {image.format}")
+            shape = (image.height, image.width, CHANNELS_BY_MODE.get(image.mode, 3))
+            if image_format == "jpeg" and _orientation(image) != 1:
+                return _upright_png(image, shape[2])
+            if image_format == "jpeg":
+                image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+            image.load()
+    except UnidentifiedImageError:
+        raise BadImage("not an image (or an unsupported format)") from None
+    except (OSError, SyntaxError, ValueError) as error:
+        if isinstance(error, BadImage):
+            raise
+        raise BadImage(f"{type(error).__name__}: {error}") from None
+    return blob, image_format, shape
+
+
+def _encoded(job: ShardJob) -> Iterator[tuple[str, tuple[bytes, str, tuple[int, int, int]] | BadImage]]:
+    """(name, (bytes, format, shape) or the BadImage) for each record of the shard, in order."""
+    data = job.data
     if data.arrays is not None:
         for image in data.arrays:
-            yield encode_png(image), "png", image.shape
+            yield "", (encode_png(image), "png", image.shape)
         return
-    for blob in data.blobs if data.blobs is not None else (Path(f).read_bytes() for f in data.files):
-        image_format, shape = sniff(blob)
-        yield blob, image_format, shape
+    names = data.files if data.files is not None else \
+        [f"{Path(job.path).name.split('-')[0]} record {index}" for index in job.indices]
+    for index, name in enumerate(names):
+        try:
+            yield name, checked(Path(name).read_bytes() if data.files is not None else data.blobs[index])
+        except (BadImage, OSError) as error:
+            yield name, BadImage(str(error))
 
 
 def write_shard(job: ShardJob) -> dict[str, Any]:
-    """Write one shard (atomically); returns its manifest entry plus shape and format counts."""
-    shapes, formats = Counter(), Counter()
+    """Write one shard (atomically), leaving out images that cannot be decoded; returns its manifest entry plus
+    shape and format counts and the images left out, with their reasons."""
+    shapes, formats, bad = Counter(), Counter(), []
     with TFRecordFile(Path(job.path)) as writer:
-        for (blob, image_format, shape), label in zip(_encoded(job.data), job.data.labels):
+        for (name, encoded), label in zip(_encoded(job), job.data.labels):
+            if isinstance(encoded, BadImage):
+                bad.append({"file": name, "reason": str(encoded)})
+                continue
+            blob, image_format, shape = encoded
             writer.write(encode_example(blob, image_format, int(label), shape))
             shapes[tuple(int(v) for v in shape)] += 1
             formats[image_format] += 1
     return {"file": Path(job.path).name, "count": writer.count, "bytes": writer.bytes,
-            "sha256": writer.sha256.hexdigest(), "shapes": shapes, "formats": formats}
+            "sha256": writer.sha256.hexdigest(), "shapes": shapes, "formats": formats, "bad": bad}
 
 
 def estimated_bytes(data: SplitData, sample: int = 64) -> int:
@@ -87,8 +136,8 @@ def plan_shards(split: str, data: SplitData, out_dir: Path, shard_bytes: int, mi
     """Contiguous chunks of about shard_bytes, at least min_shards of them (never an empty one)."""
     count = max(1, min(len(data), max(min_shards, math.ceil(estimated_bytes(data) / shard_bytes))))
     chunks = np.array_split(np.arange(len(data)), count)
-    return [ShardJob(str(out_dir / f"{split}-{i:05d}-of-{count:05d}.tfrecord"), data.take(chunk))
-            for i, chunk in enumerate(chunks)]
+    return [ShardJob(str(out_dir / f"{split}-{i:05d}-of-{count:05d}.tfrecord"), data.take(chunk),
+                     tuple(int(index) for index in chunk)) for i, chunk in enumerate(chunks)]
 
 
 def run_jobs(jobs: list[ShardJob], workers: int, progress: bool = True) -> dict[str, dict[str, Any]]:

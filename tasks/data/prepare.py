@@ -15,7 +15,7 @@ import numpy as np
 
 from tasks.atomic import atomic_dir
 from tasks.data.convert import plan_shards, run_jobs
-from tasks.data.source_data import SourceData, SplitData
+from tasks.data.source_data import SourceData, SourceError, SplitData
 from tasks.data.sources import load_source, source_identity
 from tasks.params import DataParams
 from tasks.paths import PREPARED_DIR, ROOT
@@ -89,17 +89,27 @@ def shape_statistics(shapes: Counter) -> dict[str, Any]:
 
 
 def build_manifest(source: SourceData, params: DataParams, results: dict[str, list[dict]]) -> dict[str, Any]:
-    shapes, formats = Counter(), Counter()
+    shapes, formats, skipped = Counter(), Counter(), []
     splits = {}
     for split, shard_results in results.items():
         for result in shard_results:
             shapes.update(result.pop("shapes"))
             formats.update(result.pop("formats"))
+            skipped += [bad | {"split": split} for bad in result.pop("bad")]
         splits[split] = {"count": sum(r["count"] for r in shard_results), "shards": shard_results}
     return {"format_version": FORMAT_VERSION, "fingerprint": fingerprint(params), "source": source.name,
             "source_identity": source.identity, "params": params.model_dump(), "classes": source.classes,
             "num_classes": len(source.classes), "formats": dict(formats), **shape_statistics(shapes),
-            "splits": splits}
+            "splits": splits, "skipped": skipped}
+
+
+def check_bad_images(manifest: dict[str, Any], policy: str) -> None:
+    """data.bad_images: `fail` stops at the first conversion with unreadable images, naming the first ones."""
+    skipped = manifest["skipped"]
+    if skipped and policy == "fail":
+        named = "; ".join(f"{bad['file']}: {bad['reason']}" for bad in skipped[:3])
+        raise SourceError(f"{len(skipped)} image(s) cannot be decoded ({named}{'; ...' if len(skipped) > 3 else ''})"
+                          f": fix or remove them, or set data.bad_images: skip")
 
 
 def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = True) -> PrepareResult:
@@ -115,5 +125,6 @@ def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = T
         written = run_jobs([job for split_jobs in jobs.values() for job in split_jobs], params.workers, progress)
         results = {split: [written[job.path] for job in split_jobs] for split, split_jobs in jobs.items()}
         manifest = build_manifest(source, params, results)
+        check_bad_images(manifest, params.bad_images)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     return PrepareResult(manifest, skipped=False)

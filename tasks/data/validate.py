@@ -61,7 +61,7 @@ def validate(data_dir: Path) -> dict[str, Any]:
     manifest = read_manifest(data_dir)
     report: dict[str, Any] = {"source": manifest["source"], "fingerprint": manifest.get("fingerprint"),
                               "classes": manifest["num_classes"], "image_shape": manifest["image_shape"],
-                              "splits": {}, "valid": True}
+                              "splits": {}, "valid": True, "skipped_images": manifest.get("skipped", [])}
     for split in SPLITS:
         shards = manifest["splits"][split]["shards"]
         for shard in shards:

@@ -19,7 +19,7 @@ from tasks.versioning.dvc import DataVersion
 from tasks.versioning.run_state import RunState
 from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY
-from trainer.prepared_data import MANIFEST_NAME
+from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
 STATE_TAG = "ringflow.state_key"  # the run's RunState.key: what the retraining skip looks up
 
@@ -38,7 +38,8 @@ def open_run(params: Params, version: DataVersion, state: RunState) -> str:
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
             "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash}
     logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
-                                   "params_hash": state.params_hash, "code_digest": state.code_digest}
+                                   "params_hash": state.params_hash, "code_digest": state.code_digest,
+                                   "data_skipped_images": len(read_manifest(PREPARED_DIR).get("skipped", []))}
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
     params_text = yaml.safe_dump(params.model_dump(), sort_keys=False)
     mlflow_store.client().log_text(run_id, params_text, "params.resolved.yaml")

@@ -189,7 +189,7 @@ def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, 
 def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: str) -> None:
     import os
     env = quiet_env(PREFECT_API_URL=prefect_api)
-    job = subprocess.Popen(pipeline("epochs=4"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
+    job = subprocess.Popen(pipeline("epochs=12"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
     while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
@@ -199,9 +199,10 @@ def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: st
     os.killpg(job.pid, signal.SIGKILL)  # the whole pipeline and its ranks, as a crash or a hard stop would
     job.wait()
     interrupted = running[0].info.run_id
-    done = run([*pipeline("epochs=4"), "--resume"], repo, env)
+    # Horovod's own watch ends the orphaned ranks within seconds; they may finish an epoch or two before that
+    done = run([*pipeline("epochs=12"), "--resume"], repo, env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert RUN_ID.search(done.stdout)[1] == interrupted
     assert int(re.search(r"resuming from checkpoint at epoch (\d)", done.stdout + done.stderr)[1]) >= 2
-    assert trained_epochs(repo, interrupted) == [0, 1, 2, 3]
+    assert trained_epochs(repo, interrupted) == list(range(12))
     assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"

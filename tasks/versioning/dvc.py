@@ -70,8 +70,10 @@ def data_version(root: Path = ROOT) -> DataVersion:
 
 
 def commit_stages(*stages: str, root: Path = ROOT) -> None:
-    """Record the current outputs of stages in dvc.lock and the DVC cache."""
+    """Record the current outputs of stages in dvc.lock and the DVC cache, and push them to the default remote:
+    whatever dvc.lock records, another clone can pull."""
     _dvc("commit", "--force", *stages, root=root)
+    _dvc("push", *stages, root=root)
 
 
 def version_data(root: Path = ROOT) -> DataVersion:

@@ -56,3 +56,47 @@ def test_restore_brings_back_the_data_of_an_earlier_version(tmp_path: Path) -> N
     assert file_hashes(repo / "data" / "prepared") == versions[first]
     assert (repo / "data" / ".gitignore").read_text() == ignored
     assert sorted(p.name for p in (repo / "data").iterdir()) == [".gitignore", "prepared"]
+
+
+def dir_hashes(folder: Path) -> dict[str, str]:
+    """Every file below folder (relative path -> sha256)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def git(repo: Path, *args: str) -> None:
+    import subprocess
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_a_second_clone_pulls_every_output_dvc_lock_records(tmp_path: Path, prefect_api: str) -> None:
+    import yaml
+    first = copy_checkout(_mkdir(tmp_path / "first"))
+    env = quiet_env()
+    done = run([str(BIN / "dvc"), "remote", "modify", "local", "url", str(tmp_path / "shared-remote")], first, env)
+    assert done.returncode == 0, done.stderr
+    params = yaml.safe_load((first / "params.yaml").read_text())
+    params["train"]["epochs"] = 2
+    (first / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    git(first, "commit", "-qam", "a shared remote; 2 epochs")
+    done = run([PYTHON, "-m", "flows.pipeline"], first, quiet_env(PREFECT_API_URL=prefect_api))
+    assert done.returncode == 0 and "dvc:            recorded in dvc.lock and pushed" in done.stdout, \
+        done.stdout[-2000:] + done.stderr[-2000:]
+    git(first, "commit", "-qam", "the run's dvc.lock")
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(first), str(second))
+    if not (second / ".venv").exists():
+        (second / ".venv").symlink_to(first / ".venv")
+    pulled = run([str(BIN / "dvc"), "pull"], second, env)
+    assert pulled.returncode == 0, pulled.stdout[-2000:] + pulled.stderr[-2000:]
+    recorded = [out["path"] for stage in yaml.safe_load((second / "dvc.lock").read_text())["stages"].values()
+                for out in stage.get("outs", []) if "md5" in out and out["md5"].endswith(".dir")]
+    assert set(recorded) == {"data/prepared", "outputs/model", "outputs/savedmodel"}
+    for path in recorded:
+        assert dir_hashes(second / path) == dir_hashes(first / path), path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path

@@ -85,8 +85,13 @@ def pipeline_images_per_sec(data_dir: Path, batch_size: int, batches: int) -> fl
     from trainer.prepared_data import read_manifest
     dataset = rank_dataset(data_dir, read_manifest(data_dir), "train", batch_size=batch_size, training=True,
                            cache=False)
+    return dataset_images_per_sec(dataset, batch_size, batches)
+
+
+def dataset_images_per_sec(dataset, batch_size: int, batches: int, warmup: int = 20) -> float:
+    """Images/sec a dataset yields once warm (its shuffle buffer filled)."""
     iterator = iter(dataset)
-    for _ in range(20):
+    for _ in range(warmup):
         next(iterator)
     start = time.perf_counter()
     for _ in range(batches):

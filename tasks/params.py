@@ -36,6 +36,7 @@ class DataParams(Section):
     min_shards: int = Field(8, ge=1)
     shard_bytes: int = Field(100_000_000, ge=1024)
     workers: int = Field(0, ge=0)
+    max_image_side: int = Field(0, ge=0)  # image files: a shorter side above it is scaled down to it; 0: as they are
     bad_images: Literal["fail", "skip"] = "fail"  # images that cannot be decoded: stop naming them, or leave them out
     seed: int = 42
 

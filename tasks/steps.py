@@ -14,7 +14,7 @@ from typing import Any, Callable
 from tasks.atomic import file_lock, lock_held, write_text_atomic
 from tasks.data.prepare import prepare
 from tasks.data.validate import data_signature, save_report, validate
-from tasks.launch.plan import describe_launch, training_data_plan
+from tasks.launch.plan import data_plan_lines, describe_launch
 from tasks.launch.preflight import PreflightError, preflight
 from tasks.launch.train import check_resumable, checkpoint_owner, config_key, train
 from tasks.outputs.evaluate import evaluate, split_hash
@@ -82,7 +82,7 @@ def preflight_step(params: Params) -> str | None:
 
 def data_plan_step(params: Params) -> list[str]:
     """Each rank's share of the training split per epoch: records, steps, records dropped."""
-    return training_data_plan(params, read_manifest(PREPARED_DIR)).lines()
+    return data_plan_lines(params, read_manifest(PREPARED_DIR))
 
 
 def dry_run_step(params: Params, on_line: Callable[[str], None] = print) -> list[str]:

@@ -121,3 +121,16 @@ def memory_limited(command: list[str], limit_bytes: int, cwd: Path, env: dict[st
                 break
             except OSError:
                 time.sleep(0.2)
+
+
+def numbered_data(folder: Path, count: int = 1000, min_shards: int = 8) -> Path:
+    """Prepared data whose every training image says its own number (pixels 0 and 1: number mod 256, div 256)."""
+    from tasks.data.prepare import prepare
+    from tasks.params import DataParams
+    images = np.zeros((count, 8, 8), np.uint8)
+    images[:, 0, 0], images[:, 0, 1] = np.arange(count) % 256, np.arange(count) // 256
+    np.savez(folder / "numbered.npz", x_train=images, y_train=np.zeros(count, np.int64),
+             x_test=images[:20], y_test=np.zeros(20, np.int64))
+    prepare(DataParams(dataset=f"npz:{folder / 'numbered.npz'}", min_shards=min_shards), folder / "prepared",
+            progress=False)
+    return folder / "prepared"

@@ -1,7 +1,10 @@
 """Per-rank tf.data input pipeline over the prepared TFRecord shards.
 
-this rank's share of the shards (trainer/sharding.py) -> parallel interleaved reads -> parallel parse + decode
-(+ resize) -> optional cache -> seeded shuffle -> augmentation (training) -> batch -> float32 -> prefetch.
+this rank's share of the shards (trainer/sharding.py) -> parallel interleaved reads, then
+- cached (evaluation, or a share that fits in memory): parse + decode (+ resize) -> cache -> seeded shuffle ->
+  augmentation (training) -> batch -> float32 -> prefetch;
+- streamed (training on a share too large to cache): seeded shuffle of the serialized records -> parse + decode
+  of the crop window -> one resize -> augmentation -> batch -> prefetch.
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from typing import Any
 
 from trainer.prepared_data import feature_spec, shard_paths
 from trainer.sharding import RankShare, rank_share
+
+CROP_FRACTION = 0.875  # the random crop keeps 7/8 of each side (nvcnn_hvd's distortions)
 
 
 def rank_record_count(manifest: dict[str, Any], split: str, rank: int, size: int) -> int:
@@ -68,7 +73,7 @@ def augment(image: Any, shape: tuple[int, int, int], ops: tuple[str, ...]) -> An
     brightness, contrast (0..255 floats)."""
     import tensorflow as tf
     if "crop" in ops:
-        crop = [max(1, int(shape[0] * 0.875)), max(1, int(shape[1] * 0.875)), shape[2]]
+        crop = [max(1, int(shape[0] * CROP_FRACTION)), max(1, int(shape[1] * CROP_FRACTION)), shape[2]]
         image = tf.image.resize(tf.image.random_crop(image, crop), shape[:2])
     if "flip" in ops:
         image = tf.image.random_flip_left_right(image)
@@ -103,18 +108,101 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     shuffled by `seed`, repeated and augmented by augment_ops. Evaluation: the shares in manifest order, read once.
     """
     import tensorflow as tf
-    autotune = tf.data.AUTOTUNE
     share = rank_share(manifest, split, rank, size, shard_seed if training else None)
     records = _records(data_dir, manifest, split, share, training, seed)
+    if training and not cache:
+        return _streamed(records, manifest, input_shape, batch_size, seed, augment_ops)
+    images, shape = _decoded(records, manifest, input_shape)
+    if training:
+        images = images.cache().shuffle(4096, seed=seed).repeat()
+    batches = _batched(images, shape, batch_size, training, augment_ops if training else ())
+    # One cast per batch, not per image: less tf.data work beside the training threads.
+    return batches.map(_as_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def service_dataset(data_dir: Path, manifest: dict[str, Any], *, dispatcher: str, job_name: str, batch_size: int,
+                    seed: int, input_shape: tuple[int, int, int], augment_ops: tuple[str, ...] = ()) -> Any:
+    """Endless training batches of the whole split through the tf.data service, for consumers that take steps
+    independently (parameter-server workers): per epoch the dispatcher hands every shard to one tf.data worker
+    and every batch to one consumer of the job, so the consumers read disjoint parts that cover the split (the
+    tf.data service's "distributed_epoch" mode, TensorFlow's way to exactly-once visitation with
+    ParameterServerStrategy)."""
+    import tensorflow as tf
+    share = rank_share(manifest, "train", 0, 1, seed)
+    # A splittable source: one piece per shard, read in order; the tf.data worker shuffles what it is given.
+    images, shape = _decoded(_records(data_dir, manifest, "train", share, False, seed), manifest, input_shape)
+    batches = _batched(images.shuffle(4096), shape, batch_size, False, augment_ops)  # the last one may be short
+    service = tf.data.experimental.service
+    shared = batches.apply(service.distribute("distributed_epoch", f"grpc://{dispatcher}", job_name=job_name))
+    # Each repetition is a new epoch of the same job, which the consumers again share; full batches are made
+    # across the repetitions, so no record is dropped but the epoch's remainder.
+    shared = shared.repeat().rebatch(batch_size, drop_remainder=True)
+    return shared.map(_as_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _streamed(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int, int] | None, batch_size: int,
+              seed: int, augment_ops: tuple[str, ...]) -> Any:
+    """Training batches decoded afresh every epoch (a split too large to cache): the small serialized records are
+    shuffled, not decoded images, and a random crop is cut while decoding (only the window of a JPEG is decoded),
+    so each image is resized once."""
+    import tensorflow as tf
+    shape = tuple(input_shape or manifest["image_shape"])
+    crop = "crop" in augment_ops
+
+    def load(serialized: Any) -> tuple[Any, Any]:
+        parsed = tf.io.parse_single_example(serialized, feature_spec())
+        image = _decoded_window(parsed["image/encoded"], parsed["image/format"], shape[2], crop)
+        return tf.ensure_shape(tf.image.resize(image, shape[:2]), shape), tf.cast(parsed["image/class/label"], tf.int32)
+    images = records.shuffle(4096, seed=seed).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    later = tuple(op for op in augment_ops if op != "crop")
+    if later:
+        images = images.map(lambda image, label: (augment(image, shape, later), label),
+                            num_parallel_calls=tf.data.AUTOTUNE)
+    return images.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def _decoded_window(encoded: Any, image_format: Any, channels: int, crop: bool) -> Any:
+    """The decoded image, or (crop) a random window of 7/8 of each side of it, as augment's crop takes."""
+    import tensorflow as tf
+    if not crop:
+        return tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+
+    def window(height: Any, width: Any) -> Any:
+        size = tf.maximum(1, tf.cast(tf.cast(tf.stack([height, width]), tf.float32) * CROP_FRACTION, tf.int32))
+        corner = tf.cast(tf.random.uniform([2]) * tf.cast(tf.stack([height, width]) - size + 1, tf.float32), tf.int32)
+        return tf.concat([tf.minimum(corner, tf.stack([height, width]) - size), size], 0)
+
+    def jpeg() -> Any:
+        full = tf.io.extract_jpeg_shape(encoded)
+        # The fast integer DCT, as tf_cnn_benchmarks decodes ImageNet for training: the crop is random anyway.
+        return tf.io.decode_and_crop_jpeg(encoded, window(full[0], full[1]), channels=channels,
+                                          dct_method="INTEGER_FAST")
+
+    def other() -> Any:
+        image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+        box = window(tf.shape(image)[0], tf.shape(image)[1])
+        return image[box[0]:box[0] + box[2], box[1]:box[1] + box[3]]
+    return tf.cond(tf.equal(image_format, "jpeg"), jpeg, other)
+
+
+def _decoded(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int, int] | None) -> tuple[Any, tuple]:
+    """(uint8 image of the model's input shape, label) of each serialized record, and that shape."""
+    import tensorflow as tf
     shape = tuple(input_shape or manifest["image_shape"])
     resize = not manifest.get("uniform_size", True) or list(shape[:2]) != list(manifest["image_shape"][:2])
-    images = records.map(_loader(shape, resize), num_parallel_calls=autotune)
-    if training:
-        images = (images.cache() if cache else images).shuffle(4096, seed=seed).repeat()
-    if training and augment_ops:
+    return records.map(_loader(shape, resize), num_parallel_calls=tf.data.AUTOTUNE), shape
+
+
+def _batched(images: Any, shape: tuple[int, int, int], batch_size: int, full_only: bool,
+             augment_ops: tuple[str, ...]) -> Any:
+    """Augmented (augment_ops) batches; only full ones when full_only."""
+    import tensorflow as tf
+    if augment_ops:
         images = images.map(lambda image, label: (augment(tf.cast(image, tf.float32), shape, augment_ops), label),
-                            num_parallel_calls=autotune)
-    batches = images.batch(batch_size, drop_remainder=training)
-    # One cast per batch, not per image: less tf.data work beside the training threads.
-    batches = batches.map(lambda image, label: (tf.cast(image, tf.float32), label), num_parallel_calls=autotune)
-    return batches.prefetch(autotune)
+                            num_parallel_calls=tf.data.AUTOTUNE)
+    return images.batch(batch_size, drop_remainder=full_only)
+
+
+def _as_float(image: Any, label: Any) -> tuple[Any, Any]:
+    import tensorflow as tf
+    return tf.cast(image, tf.float32), label

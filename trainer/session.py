@@ -53,10 +53,14 @@ def training_dataset(config: TrainerConfig, run: Plan, rank: int, size: int, bat
     records = run.data.records[rank] if len(run.data.records) == size else run.data.records[0]
     cache = cache_in_memory(config.input.cache, records, run.input_shape, psutil.virtual_memory().available,
                             local_processes)
-    ops = tuple(config.input.augment_ops) if config.job.augment else ()
     return rank_dataset(config.job.data_dir, run.manifest, "train", rank=rank, size=size, batch_size=batch_size,
                         training=True, seed=config.train.seed + rank, shard_seed=config.train.seed,
-                        input_shape=run.input_shape, augment_ops=ops, cache=cache)
+                        input_shape=run.input_shape, augment_ops=augment_ops(config), cache=cache)
+
+
+def augment_ops(config: TrainerConfig) -> tuple[str, ...]:
+    """The training distortions of this job: input.augment_ops when augmentation is on, none otherwise."""
+    return tuple(config.input.augment_ops) if config.job.augment else ()
 
 
 def set_precision(config: TrainerConfig) -> None:

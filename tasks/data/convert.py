@@ -20,9 +20,10 @@ from tasks.data.source_data import IMAGE_SUFFIXES, SplitData
 from tasks.data.tfrecord_writer import TFRecordFile, encode_example
 
 CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "F": 1, "LA": 2, "PA": 4, "RGBA": 4}
-IN_PROCESS_BELOW = 4096  # records: fewer than this are converted in this process (no worker start-up)
+IN_PROCESS_BELOW = 16 << 20  # bytes of source: less than this is converted in this process (no worker start-up)
 RECORD_OVERHEAD = 120  # bytes of Example fields and framing around each image
 EXIF_ORIENTATION = 0x0112
+JPEG_QUALITY = 90  # a scaled-down JPEG: decodes about a quarter faster than at 95 (benchmarks/image_folder.py)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class ShardJob:
     path: str
     data: SplitData
     indices: tuple[int, ...] = ()
+    max_side: int = 0  # data.max_image_side: a shorter side above it is scaled down to it; 0 keeps the size
 
 
 def encode_png(image: np.ndarray) -> bytes:
@@ -52,18 +54,38 @@ def _orientation(image: Any) -> int:
         return 1
 
 
-def _upright_png(image: Any, channels: int) -> tuple[bytes, str, tuple[int, int, int]]:
-    """An image with an EXIF rotation, turned upright, as lossless PNG of 1 or 3 channels."""
-    from PIL import ImageOps
-    pixels = np.asarray(ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB"))
+def _oversized(shape: tuple[int, int, int], max_side: int) -> bool:
+    return bool(max_side) and min(shape[0], shape[1]) > max_side
+
+
+def _reencoded(image: Any, image_format: str, channels: int, max_side: int) -> tuple[bytes, str, tuple[int, int, int]]:
+    """The image turned upright (EXIF) and, when its shorter side exceeds max_side, scaled down to it (JPEG decoded at
+    the smallest DCT scale that is still large enough). A scaled JPEG stays JPEG; anything else becomes PNG."""
+    from PIL import Image, ImageOps
+    width, height = image.size
+    scale = max_side / min(width, height) if _oversized((height, width, channels), max_side) else 1.0
+    target = (max(1, round(width * scale)), max(1, round(height * scale)))
+    if image_format == "jpeg" and scale < 1:
+        image.draft(image.mode, target)
+    upright = ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB")
+    if scale < 1:  # sizes after the DCT scale and the turn
+        factor = max_side / min(upright.size)
+        upright = upright.resize((max(1, round(upright.width * factor)), max(1, round(upright.height * factor))),
+                                 Image.BICUBIC, reducing_gap=2.0)
+    pixels = np.asarray(upright)
     pixels = pixels[..., None] if pixels.ndim == 2 else pixels
-    return encode_png(pixels), "png", pixels.shape
+    if image_format != "jpeg" or scale == 1:  # only turned: lossless
+        return encode_png(pixels), "png", pixels.shape
+    buffer = io.BytesIO()
+    upright.save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    return buffer.getvalue(), "jpeg", pixels.shape
 
 
-def checked(blob: bytes) -> tuple[bytes, str, tuple[int, int, int]]:
+def checked(blob: bytes, max_side: int = 0) -> tuple[bytes, str, tuple[int, int, int]]:
     """The bytes to store, their format ('jpeg' or 'png') and (height, width, channels), after decoding the whole
-    image (JPEG at a reduced scale: every byte is still read). A JPEG with an EXIF rotation is stored turned upright,
-    as PNG (TensorFlow's decoder ignores EXIF). Raises BadImage with the reason."""
+    image (JPEG at a reduced scale: every byte is still read). A JPEG with an EXIF rotation is stored turned upright
+    (TensorFlow's decoder ignores EXIF); an image whose shorter side exceeds max_side (when set) is stored scaled down
+    to it, so training decodes no more pixels than it uses. Raises BadImage with the reason."""
     from PIL import Image, UnidentifiedImageError
     if not blob:
         raise BadImage("empty file")
@@ -73,8 +95,8 @@ def checked(blob: bytes) -> tuple[bytes, str, tuple[int, int, int]]:
             if image_format not in IMAGE_SUFFIXES.values():
                 raise BadImage(f"unsupported image format {image.format}")
             shape = (image.height, image.width, CHANNELS_BY_MODE.get(image.mode, 3))
-            if image_format == "jpeg" and _orientation(image) != 1:
-                return _upright_png(image, shape[2])
+            if (image_format == "jpeg" and _orientation(image) != 1) or _oversized(shape, max_side):
+                return _reencoded(image, image_format, 1 if shape[2] == 1 else 3, max_side)
             if image_format == "jpeg":
                 image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
             image.load()
@@ -98,7 +120,8 @@ def _encoded(job: ShardJob) -> Iterator[tuple[str, tuple[bytes, str, tuple[int, 
         [f"{Path(job.path).name.split('-')[0]} record {index}" for index in job.indices]
     for index, name in enumerate(names):
         try:
-            yield name, checked(Path(name).read_bytes() if data.files is not None else data.blobs[index])
+            blob = Path(name).read_bytes() if data.files is not None else data.blobs[index]
+            yield name, checked(blob, job.max_side)
         except (BadImage, OSError) as error:
             yield name, BadImage(str(error))
 
@@ -132,22 +155,25 @@ def estimated_bytes(data: SplitData, sample: int = 64) -> int:
     return payload + RECORD_OVERHEAD * len(data)
 
 
-def plan_shards(split: str, data: SplitData, out_dir: Path, shard_bytes: int, min_shards: int) -> list[ShardJob]:
+def plan_shards(split: str, data: SplitData, out_dir: Path, shard_bytes: int, min_shards: int,
+                max_side: int = 0) -> list[ShardJob]:
     """Contiguous chunks of about shard_bytes, at least min_shards of them (never an empty one)."""
     count = max(1, min(len(data), max(min_shards, math.ceil(estimated_bytes(data) / shard_bytes))))
     chunks = np.array_split(np.arange(len(data)), count)
     return [ShardJob(str(out_dir / f"{split}-{i:05d}-of-{count:05d}.tfrecord"), data.take(chunk),
-                     tuple(int(index) for index in chunk)) for i, chunk in enumerate(chunks)]
+                     tuple(int(index) for index in chunk), max_side) for i, chunk in enumerate(chunks)]
 
 
 def run_jobs(jobs: list[ShardJob], workers: int, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Write all shards, in parallel processes when it pays; returns results by shard path."""
     from tqdm import tqdm
     total = sum(len(job.data) for job in jobs)
+    source_bytes = sum(estimated_bytes(job.data, sample=8) for job in jobs)
     workers = min(workers or os.cpu_count() or 1, len(jobs))
     results: dict[str, dict[str, Any]] = {}
     with tqdm(total=total, unit="img", desc="prepare", disable=None if progress else True) as bar:
-        if workers <= 1 or total < IN_PROCESS_BELOW:
+        resizing = any(job.max_side for job in jobs)  # full decodes and encodes: worth the workers' start-up
+        if workers <= 1 or (source_bytes < IN_PROCESS_BELOW and not resizing):
             for job in jobs:
                 results[job.path] = write_shard(job)
                 bar.update(len(job.data))

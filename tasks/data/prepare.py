@@ -120,7 +120,8 @@ def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = T
     source = load_source(params.dataset, tfds_dir(params), params.download)
     splits = carve_splits(source, params)
     with atomic_dir(out_dir) as tmp:
-        jobs = {split: plan_shards(split, splits[split], tmp, params.shard_bytes, params.min_shards)
+        jobs = {split: plan_shards(split, splits[split], tmp, params.shard_bytes, params.min_shards,
+                                    params.max_image_side)
                 for split in SPLITS}
         written = run_jobs([job for split_jobs in jobs.values() for job in split_jobs], params.workers, progress)
         results = {split: [written[job.path] for job in split_jobs] for split, split_jobs in jobs.items()}

@@ -95,12 +95,14 @@ def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) ->
     hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
     cluster = {"worker": _addresses(hosts, train.np)}
     with_servers = train.backend == "parameter-server"
+    extra = {}
     if with_servers:
         cluster |= {"ps": _addresses({}, train.num_ps), "chief": _addresses({}, 1)}
+        extra = {"data_dispatcher": _addresses({}, 1)[0]}  # the tf.data service, in the coordinator
     processes = []
     for task_type, addresses in cluster.items():
         for index, address in enumerate(addresses):
-            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}} | extra)
             is_server = with_servers and task_type != "chief"
             command = PS_SERVER if is_server else trainer_command(config_file)
             label = f"{task_type}{index}" if with_servers else str(index)
@@ -123,9 +125,20 @@ def training_data_plan(params: Params, manifest: dict) -> TrainingPlan:
     train = params.train
     if train.backend in HOROVOD_BACKENDS or train.backend == "multiworker":
         pipelines, batch = train.np, train.batch_size
+    elif train.backend == "parameter-server":  # one step is one worker's batch, from the shared tf.data service
+        pipelines, batch = 1, train.batch_size
     else:
         pipelines, batch = 1, train.batch_size * (1 if train.backend == "one-device" else train.np)
     return training_plan(manifest, pipelines, batch, train.seed)
+
+
+def data_plan_lines(params: Params, manifest: dict) -> list[str]:
+    """The training data plan in words, one line per input pipeline."""
+    lines = training_data_plan(params, manifest).lines()
+    if params.train.backend == "parameter-server":
+        shared = f"the {params.train.np} workers together (tf.data service, each batch to one worker)"
+        lines = [line.replace("rank 0", shared, 1) for line in lines]
+    return lines
 
 
 def describe_launch(params: Params, controller: str | None, config_file: Path) -> list[str]:

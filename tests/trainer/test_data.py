@@ -9,7 +9,7 @@ import pytest
 
 from tasks.data.prepare import prepare
 from tasks.params import DataParams
-from tests.helpers import read_split
+from tests.helpers import numbered_data, read_split
 from trainer.data import rank_dataset
 from trainer.prepared_data import read_manifest
 from trainer.sharding import Piece, rank_share, split_shares, training_plan
@@ -41,21 +41,10 @@ def test_shares_are_disjoint_balanced_and_complete(size: int) -> None:
     assert split_shares(counts, size, 42) == split_shares(counts, size, 42)  # the same on every rank
 
 
-def numbered_data(folder: Path, count: int = 1000, min_shards: int = 8) -> Path:
-    """Prepared data whose every training image says its own number (pixels 0 and 1: number mod 256, div 256)."""
-    images = np.zeros((count, 8, 8), np.uint8)
-    images[:, 0, 0], images[:, 0, 1] = np.arange(count) % 256, np.arange(count) // 256
-    np.savez(folder / "numbered.npz", x_train=images, y_train=np.zeros(count, np.int64),
-             x_test=images[:20], y_test=np.zeros(20, np.int64))
-    prepare(DataParams(dataset=f"npz:{folder / 'numbered.npz'}", min_shards=min_shards), folder / "prepared",
-            progress=False)
-    return folder / "prepared"
-
-
-def one_epoch(data_dir: Path, rank: int, size: int, batch_size: int, steps: int) -> list[int]:
+def one_epoch(data_dir: Path, rank: int, size: int, batch_size: int, steps: int, cache: bool = True) -> list[int]:
     """The image numbers one rank trains on in its first epoch."""
     dataset = rank_dataset(data_dir, read_manifest(data_dir), "train", rank=rank, size=size, batch_size=batch_size,
-                           training=True, seed=7 + rank, shard_seed=7)
+                           training=True, seed=7 + rank, shard_seed=7, cache=cache)
     numbers = []
     for images, _ in dataset.take(steps):
         pixels = images.numpy().astype(np.int64)
@@ -64,12 +53,13 @@ def one_epoch(data_dir: Path, rank: int, size: int, batch_size: int, steps: int)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 9, 16])
-def test_training_epochs_cover_the_split_once_at_any_rank_count(tmp_path: Path, size: int) -> None:
+@pytest.mark.parametrize("cache", [True, False], ids=["cached", "streamed"])
+def test_training_epochs_cover_the_split_once_at_any_rank_count(tmp_path: Path, size: int, cache: bool) -> None:
     data_dir = numbered_data(tmp_path)
     manifest = read_manifest(data_dir)
     total = manifest["splits"]["train"]["count"]
     plan = training_plan(manifest, size, 8, seed=7)
-    epochs = [one_epoch(data_dir, rank, size, 8, plan.steps_per_epoch) for rank in range(size)]
+    epochs = [one_epoch(data_dir, rank, size, 8, plan.steps_per_epoch, cache) for rank in range(size)]
     seen = [number for epoch in epochs for number in epoch]
     assert len(seen) == len(set(seen)) == size * plan.steps_per_epoch * 8  # disjoint, no record twice
     assert total - len(seen) == sum(plan.dropped) and max(plan.dropped) < 8 + 1  # what is left out is reported
@@ -99,3 +89,22 @@ def test_auto_cache_keeps_in_memory_only_what_fits_well() -> None:
     assert not cache_in_memory("auto", limit // (64 * 64 * 3) + 1, (64, 64, 3), available=24 << 30, processes=2)
     assert cache_in_memory(True, imagenet_share, (224, 224, 3), 0, 1) and not cache_in_memory(False, 1, (8, 8, 1),
                                                                                               1 << 40, 1)
+
+
+def test_streamed_input_crops_while_decoding_jpeg_and_png(tmp_path: Path) -> None:
+    """Streamed training input (no cache) cuts the random crop window at decoding, for JPEG and PNG records alike:
+    every batch is of the model's shape, the pixels stay 0..255, and a crop of a left-to-right ramp shows it."""
+    from PIL import Image
+    ramp = np.tile(np.linspace(0, 255, 96).astype(np.uint8), (64, 1))
+    for name, suffix in (("a", "png"), ("b", "jpg")):
+        (tmp_path / "folder" / name).mkdir(parents=True)
+        for i in range(12):
+            Image.fromarray(np.stack([ramp] * 3, -1)).save(tmp_path / "folder" / name / f"{i}.{suffix}")
+    prepare(DataParams(dataset=f"folder:{tmp_path / 'folder'}", min_shards=1), tmp_path / "prepared", progress=False)
+    manifest = read_manifest(tmp_path / "prepared")
+    crops = rank_dataset(tmp_path / "prepared", manifest, "train", batch_size=4, training=True, input_shape=(32, 32, 3),
+                         augment_ops=("crop",), cache=False)
+    images = np.concatenate([batch.numpy() for batch, _ in crops.take(8)])
+    assert images.shape == (32, 32, 32, 3) and images.min() >= 0 and images.max() <= 255
+    left_edges = images[:, :, 0, 0].mean(axis=1)
+    assert left_edges.max() > 10  # some windows start right of the ramp's dark left edge

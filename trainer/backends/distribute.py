@@ -14,11 +14,12 @@ from pathlib import Path
 import tensorflow as tf
 
 from trainer import session
+from trainer.backends import data_service
 from trainer.callbacks import CheckpointEveryEpoch
 from trainer.checkpoint_files import check_epochs_left
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset, rank_record_count
+from trainer.data import rank_dataset, rank_record_count, service_dataset
 from trainer.models import build_model
 
 
@@ -48,8 +49,8 @@ def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
 
 
 def input_pipelines(strategy: tf.distribute.Strategy) -> int:
-    """How many input pipelines feed the replicas: one per worker for multiworker, one otherwise (the
-    parameter-server coordinator builds each worker's pipeline as pipeline 0 of 1)."""
+    """How many input pipelines the split is cut for: one per worker for multiworker, one otherwise (the
+    parameter-server workers share one through the tf.data service)."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return len(json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [None]))
     return 1
@@ -70,10 +71,21 @@ def is_lead(strategy: tf.distribute.Strategy) -> bool:
 
 
 def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.experimental.DatasetCreator:
-    """Each input pipeline reads its own shards, batched per replica."""
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return session.training_dataset(config, run, context.input_pipeline_id, context.num_input_pipelines,
-                                        context.get_per_replica_batch_size(run.global_batch))
+    """Each input pipeline reads its own share, batched per replica. Parameter-server workers: the coordinator
+    traces one dataset function for all of them (it sees pipeline 0 of 1), so they read through the tf.data
+    service, which gives each its own part of every epoch."""
+    if config.train.backend == "parameter-server":
+        dispatcher = data_service.start_dispatcher()
+
+        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            return service_dataset(config.job.data_dir, run.manifest, dispatcher=dispatcher,
+                                   job_name=data_service.JOB_NAME, seed=config.train.seed, input_shape=run.input_shape,
+                                   batch_size=context.get_per_replica_batch_size(run.global_batch),
+                                   augment_ops=session.augment_ops(config))
+    else:
+        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            return session.training_dataset(config, run, context.input_pipeline_id, context.num_input_pipelines,
+                                            context.get_per_replica_batch_size(run.global_batch))
     return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
 
 

@@ -1,4 +1,5 @@
-"""A parameter-server or worker task of a parameter-server cluster: serves until it is stopped.
+"""A parameter-server or worker task of a parameter-server cluster: serves until it is stopped. A worker also runs
+a tf.data worker of the job's tf.data service, which feeds it (and any consumer) its part of each epoch.
 
 python -m trainer.backends.ps_server   (reads TF_CONFIG; launched by the train task next to the coordinator)
 """
@@ -7,16 +8,21 @@ from __future__ import annotations
 import json
 import os
 
+from trainer.backends.data_service import start_data_worker
+
 
 def main() -> None:
     import tensorflow as tf
-    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    task = tf_config["task"]
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if task["type"] == "worker":
         tf.config.threading.set_inter_op_parallelism_threads(1)
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=task["type"], task_index=task["index"],
                                   protocol="grpc", start=True)
     print(f"{task['type']} {task['index']} serving", flush=True)
+    if task["type"] == "worker":
+        start_data_worker(tf_config["cluster"]["worker"][task["index"]])
     server.join()
 
 

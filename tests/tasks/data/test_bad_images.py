@@ -101,3 +101,18 @@ def test_every_format_of_a_real_folder_converts_upright_to_the_channel_count(tmp
     top, bottom = images[:, :8].mean(axis=(1, 2, 3)), images[:, 8:].mean(axis=(1, 2, 3))
     assert (top > 200).all() and (bottom < 40).all()  # every one upright and alike, the rotated JPEG too
     assert read_manifest(tmp_path / "prepared")["formats"] == {"png": 6, "jpeg": 2}  # the rotated one became PNG
+
+
+def test_max_image_side_stores_large_images_scaled_down_and_keeps_small_ones() -> None:
+    from tasks.data.convert import checked
+    photo = Image.fromarray(np.random.default_rng(0).integers(0, 256, (120, 200, 3), dtype=np.uint8))
+    big_jpeg, small_png = encoded(photo, "JPEG", quality=90), encoded(photo.resize((50, 40)), "PNG")
+    stored, image_format, shape = checked(big_jpeg, max_side=64)
+    assert (image_format, shape) == ("jpeg", (64, 107, 3))  # the shorter side to 64, aspect kept
+    assert Image.open(io.BytesIO(stored)).size == (107, 64)
+    assert checked(small_png, max_side=64) == (small_png, "png", (40, 50, 3))  # not larger: bytes kept
+    assert checked(big_jpeg) == (big_jpeg, "jpeg", (120, 200, 3))  # 0: as it is
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored sideways: turned upright, then scaled
+    rotated = encoded(photo, "JPEG", exif=exif.tobytes())
+    assert checked(rotated, max_side=64)[2] == (107, 64, 3)

@@ -1,10 +1,12 @@
 """The training engine for real: every backend, resume after a kill, LR scaling and warmup."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,9 @@ from tasks.launch.preflight import preflight
 from tasks.launch.train import job_spec, train, write_trainer_config
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
-from tests.helpers import ROOT, quiet_env
+from tests.helpers import ROOT, numbered_data, quiet_env
 from trainer.model_io import read_train_summary
+from trainer.prepared_data import read_manifest
 
 pytestmark = pytest.mark.slow  # real Horovod and tf.distribute jobs
 
@@ -90,3 +93,20 @@ def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: P
     summary = read_train_summary(out)
     assert summary["resumed_from_epoch"] == 2
 
+
+
+def test_parameter_server_workers_read_disjoint_parts_that_cover_each_epoch(tmp_path: Path) -> None:
+    """Both workers of a real parameter-server cluster take steps from the backend's own input. Each pass of the
+    split is handed out once across the workers; an epoch's steps are a pass's worth, so only the few records one
+    worker holds buffered at the turn of a pass can be read twice in the window (measured: 6 or 7 of 848).
+    Every worker reading pipeline 0 of 1, as before the tf.data service, repeats about a quarter of them."""
+    data_dir = numbered_data(tmp_path, count=1000)
+    records = read_manifest(data_dir)["splits"]["train"]["count"]
+    probe = subprocess.run([sys.executable, "-m", "tests.trainer.backends.ps_input_probe", str(data_dir)], cwd=ROOT,
+                           env=quiet_env() | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    taken = json.loads(probe.stdout.strip().splitlines()[-1])
+    seen = [number for batch in taken["batches"] for number in batch]
+    assert len(seen) == taken["steps"] * 8 == records - records % 8
+    buffered = 3 * 8  # at most three batches in flight at the turn of a pass
+    assert len(seen) - len(set(seen)) <= buffered and set(seen) <= set(range(1000))

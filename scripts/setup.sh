@@ -26,6 +26,9 @@ ensure_debian_packages() {
   command -v make >/dev/null || missing+=(make)
   command -v git >/dev/null || missing+=(git)
   command -v curl >/dev/null || missing+=(curl)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the test cluster's hosts (scripts/testcluster.sh)
+  command -v ssh >/dev/null || missing+=(openssh-client)
+  command -v ip >/dev/null || missing+=(iproute2)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then

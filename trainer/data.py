@@ -104,8 +104,9 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
                  cache: bool = True) -> Any:
     """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's share of `split`.
 
-    Training: the shares are cut by shard_seed (the same on every rank; trainer/sharding.py), cached (optional),
-    shuffled by `seed`, repeated and augmented by augment_ops. Evaluation: the shares in manifest order, read once.
+    Training: the shares are cut by shard_seed (the same on every rank; trainer/sharding.py), cached decoded (cache)
+    or streamed (decoded afresh each epoch), shuffled by `seed`, repeated and augmented by augment_ops.
+    Evaluation: the shares in manifest order, read once.
     """
     import tensorflow as tf
     share = rank_share(manifest, split, rank, size, shard_seed if training else None)

@@ -13,6 +13,7 @@ EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
 ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
+GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms")  # a rank gave up waiting for a silent peer
 STALL_MISSING = re.compile(r"^\s*(?P<rank>\d+): \[")  # Horovod's stall inspector: "Missing ranks:" then "1: [...]"
 TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|socket|timed? ?out|unavailable",
                        re.IGNORECASE)
@@ -68,6 +69,7 @@ class RankOutput:
         self.tails: dict[str, deque[str]] = defaultdict(lambda: deque(maxlen=keep))
         self.codes: dict[str, int] = {}
         self.stalled: list[str] = []
+        self.waited: dict[str, int] = {}  # ranks that timed out waiting for a peer: seconds they waited
 
     def add(self, line: str) -> None:
         match = RANK_LINE.match(line)
@@ -77,6 +79,8 @@ class RankOutput:
             self.exited(exited["rank"], int(exited["code"]))
         if (missing := STALL_MISSING.match(text)) and missing["rank"] not in self.stalled:
             self.stalled.append(missing["rank"])
+        if (timeout := GLOO_TIMEOUT.search(text)) and match:
+            self.waited.setdefault(rank, int(timeout["ms"]) // 1000)
 
     def exited(self, rank: str, code: int) -> None:
         self.codes.setdefault(rank, code)
@@ -100,6 +104,8 @@ class RankOutput:
         if self.stalled:
             return RankFailed(f"{self.who(self.stalled[0])} stalled: Horovod shut the job down after no progress "
                               f"(train.stall_timeout_seconds)", retryable=True)
+        if self.waited:
+            return self._silent_peer()
         rank = self.first_failed()
         if rank is None:
             return self._launcher_failure(report.code)
@@ -119,6 +125,14 @@ class RankOutput:
             transient = bool(TRANSIENT.search(error))
             return RankFailed(f"{self.who(rank)} failed (exit {code}): {error}", retryable=transient)
         return RankFailed(f"{self.who(rank)} exited with status {code}: {self._last_line()}", retryable=True)
+
+    def _silent_peer(self) -> RankFailed:
+        """Ranks gave up waiting for a peer (Gloo's timeout): the ranks that did not are the ones that went silent."""
+        waiter, seconds = next(iter(self.waited.items()))
+        silent = [rank for rank in self.hosts if rank not in self.waited]
+        suspects = ", ".join(self.who(rank) for rank in silent) or "another rank"
+        return RankFailed(f"{suspects} stopped responding: {self.who(waiter)} waited {seconds} s for it and gave up "
+                          f"(a frozen process or an unreachable host)", retryable=True)
 
     def _launcher_failure(self, code: int) -> RankFailed:
         error = next((self.error_line(rank) for rank in self.tails if self.error_line(rank)), None)

@@ -13,6 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
+from tasks.launch.hosts import is_local
 from tasks.launch.preflight import host_slots
 from tasks.launch.processes import Process
 from tasks.params import Params
@@ -51,6 +52,7 @@ def horovod_command(params: Params, controller: str, config_file: Path) -> list[
         ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
     return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
+            *(["--network-interface", train.network_interface] if train.network_interface else []),
             *train.horovodrun_args, *trainer_command(config_file)]
 
 
@@ -82,7 +84,7 @@ def _addresses(hosts: dict[str, int], count: int) -> list[str]:
 def _process(host_port: str, command: list[str], env: dict[str, str], label: str, waited: bool) -> Process:
     """A local process, or one started over ssh on its host (same checkout path there)."""
     host = host_port.rsplit(":", 1)[0]
-    if host in ("localhost", "127.0.0.1", socket.gethostname()):
+    if is_local(host):
         return Process(command, env, label, waited, (host,))
     remote = f"cd {shlex.quote(str(ROOT))} && env TF_CONFIG={shlex.quote(env['TF_CONFIG'])} " \
              f"MLFLOW_RUN_ID={shlex.quote(env.get('MLFLOW_RUN_ID', ''))} {shlex.join(command)}"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tasks.launch.hosts import remote_host_problem
 from tasks.params import Params
 from trainer.backends import HOROVOD_BACKENDS
 from trainer.config import TrainParams
@@ -98,8 +99,12 @@ def check_horovod(train: TrainParams) -> str:
 
 def preflight_launch(params: Params) -> str | None:
     """The checks that need no data: hosts, slots, Horovod build; returns the Horovod controller if any."""
-    check_hosts(params.train)
-    return check_horovod(params.train) if params.train.backend in HOROVOD_BACKENDS else None
+    slots = check_hosts(params.train)
+    horovod = params.train.backend in HOROVOD_BACKENDS
+    problem = remote_host_problem(slots, horovod)
+    if problem:
+        raise PreflightError(problem)
+    return check_horovod(params.train) if horovod else None
 
 
 def preflight(params: Params, data_dir: Path) -> str | None:

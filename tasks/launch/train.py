@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
+from tasks.launch.hosts import stop_remote_processes
 from tasks.launch.plan import launch_plan, rank_environment
 from tasks.launch.preflight import PreflightError, preflight
 from tasks.launch.processes import JobLimits, run_processes
@@ -91,9 +92,13 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
     with atomic_dir(out_dir) as work_dir:
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
-        processes = launch_plan(params, controller, write_trainer_config(params, job), rank_environment(run_id))
+        config_file = write_trainer_config(params, job)
+        processes = launch_plan(params, controller, config_file, rank_environment(run_id))
         for process in processes:
             on_line("launching: " + " ".join(process.command))
-        run_processes(processes, ROOT, on_line, job_limits(params))
+        try:
+            run_processes(processes, ROOT, on_line, job_limits(params))
+        finally:  # whatever ended the job, no rank of it is left on another host
+            stop_remote_processes([host for process in processes for host in process.hosts], str(config_file))
         summary = read_train_summary(work_dir)
     return TrainResult(out_dir, summary)

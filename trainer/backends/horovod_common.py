@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import horovod.tensorflow as hvd_tf
 import horovod.tensorflow.keras as hvd
@@ -26,6 +27,7 @@ def start(config: TrainerConfig) -> tuple[int, int]:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.keras.utils.set_random_seed(config.train.seed + hvd.rank())  # Horovod: distinct init, dropout, shuffling
+    print(f"rank {hvd.rank()} of {hvd.size()} on {socket.gethostname()}", flush=True)  # Horovod: where each rank is
     return hvd.rank(), hvd.size()
 
 

@@ -40,3 +40,11 @@ def test_horovods_stall_report_names_the_missing_rank() -> None:
              "Process 0 exit with status code 1."]
     message, retryable = explain(lines)
     assert message.startswith("rank 1 on h2 stalled: Horovod shut the job down") and retryable
+
+
+def test_a_peer_that_went_silent_is_named_from_the_ranks_that_waited_for_it() -> None:
+    lines = ["[0]<stderr>:[2026-11-24 00:23:15: E operations.cc:697] [0]: Horovod background loop uncaught exception: "
+             "[gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 30000ms for send operation to complete",
+             "[0]<stderr>:Horovod has been shut down.", "Process 0 exit with status code 1."]
+    assert explain(lines) == ("rank 1 on h2 stopped responding: rank 0 on h1 waited 30 s for it and gave up (a frozen "
+                              "process or an unreachable host)", True)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A test cluster on this machine: N hosts h1..hN, each a network namespace with its own hostname (a UTS namespace),
+# an address on a bridge (10.77.0.11, .12, ...; this machine, the head node, is 10.77.0.1) and an sshd that takes
+# a generated key. The filesystem is shared. Root only.
+#
+#   scripts/testcluster.sh up [N]    make the hosts (2 by default); prints their names
+#   scripts/testcluster.sh down      stop every sshd and process of the hosts and remove them
+#   scripts/testcluster.sh status    the hosts that are up
+#
+# `up` adds the names to /etc/hosts and a block to ~/.ssh/config (key, no host-key prompts); `down` removes both.
+set -euo pipefail
+
+PREFIX="rf-h"
+BRIDGE="rfbr0"
+SUBNET="10.77.0"
+STATE="/run/ringflow-testcluster"
+MARK="# ringflow test cluster"
+SSH_CONFIG="$HOME/.ssh/config"
+
+die() { echo "testcluster: $*" >&2; exit 1; }
+
+hosts_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" | sed "s/^$PREFIX/h/" | sort -V || true; }
+
+remove_marked() {  # remove the lines between our markers from a file, in place (/etc/hosts may be a mount)
+  [ -f "$1" ] || return 0
+  local kept
+  kept="$(sed "/^$MARK begin/,/^$MARK end/d" "$1")"
+  printf '%s\n' "$kept" > "$1"
+}
+
+make_bridge() {
+  ip link show "$BRIDGE" >/dev/null 2>&1 && return
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$SUBNET.1/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+}
+
+make_host() {  # $1: index
+  local index="$1" name="h$1" ns="$PREFIX$1" address="$SUBNET.$((10 + $1))" dir="$STATE/h$1"
+  ip netns add "$ns"
+  ip link add "rfv$index" type veth peer name eth0 netns "$ns"
+  ip link set "rfv$index" master "$BRIDGE" up
+  ip -n "$ns" addr add "$address/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" route add default via "$SUBNET.1"
+  mkdir -p "$dir"
+  ssh-keygen -q -t ed25519 -N "" -f "$dir/host_key" <<<y >/dev/null
+  cat > "$dir/sshd_config" <<EOF
+ListenAddress $address
+HostKey $dir/host_key
+PidFile $dir/sshd.pid
+AuthorizedKeysFile $STATE/client_key.pub
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 100
+MaxSessions 100
+AcceptEnv *
+EOF
+  # sshd in its own UTS namespace with its own hostname: every ssh session on the host inherits both.
+  ip netns exec "$ns" unshare --uts sh -c "hostname $name && exec /usr/sbin/sshd -f $dir/sshd_config -E $dir/sshd.log"
+  echo "$address $name" >> "$STATE/hosts"
+}
+
+write_client_config() {
+  {
+    echo "$MARK begin"
+    cat "$STATE/hosts"
+    echo "$MARK end"
+  } >> /etc/hosts
+  mkdir -p "$(dirname "$SSH_CONFIG")" && chmod 700 "$(dirname "$SSH_CONFIG")"
+  {
+    echo "$MARK begin"
+    echo "Host $(awk '{print $2}' "$STATE/hosts" | tr '\n' ' ')"
+    echo "  IdentityFile $STATE/client_key"
+    echo "  StrictHostKeyChecking no"
+    echo "  UserKnownHostsFile /dev/null"
+    echo "  LogLevel ERROR"
+    echo "$MARK end"
+  } >> "$SSH_CONFIG"
+}
+
+wait_for_ssh() {  # $1: host name
+  for _ in $(seq 50); do
+    ssh -o BatchMode=yes -o ConnectTimeout=2 "$1" true 2>/dev/null && return
+    sleep 0.2
+  done
+  die "$1 does not answer ssh (see $STATE/$1/sshd.log)"
+}
+
+up() {
+  local count="${1:-2}"
+  [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+  [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
+  [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
+  mkdir -p "$STATE" /run/sshd && : > "$STATE/hosts"
+  ssh-keygen -q -t ed25519 -N "" -f "$STATE/client_key" <<<y >/dev/null
+  make_bridge
+  for index in $(seq "$count"); do make_host "$index"; done
+  write_client_config
+  for index in $(seq "$count"); do wait_for_ssh "h$index"; done
+  hosts_up | tr '\n' ' ' && echo
+}
+
+down() {
+  local ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" || true); do
+    for pid in $(ip netns pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns delete "$ns"
+  done
+  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+  remove_marked /etc/hosts
+  remove_marked "$SSH_CONFIG"
+  rm -rf "$STATE"
+}
+
+case "${1:-}" in
+  up) up "${2:-2}" ;;
+  down) down ;;
+  status) hosts_up ;;
+  *) die "usage: scripts/testcluster.sh up [N] | down | status" ;;
+esac

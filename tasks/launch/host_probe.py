@@ -1,0 +1,44 @@
+"""What preflight asks of a host, answered there: sent over ssh to the host's Python on standard input, so it needs
+nothing on the host but that Python (standard library only). Prints one JSON line.
+
+ssh HOST PYTHON - CHECKOUT < tasks/launch/host_probe.py
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def trainer_digest(checkout: Path) -> str:
+    """sha256 over the trainer's code at `checkout` (what every rank runs); empty when it is not there."""
+    digest = hashlib.sha256()
+    for path in sorted((checkout / "trainer").rglob("*.py")):
+        digest.update(path.relative_to(checkout).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest() if (checkout / "trainer").is_dir() else ""
+
+
+def horovod_build() -> dict[str, object]:
+    """Which controllers this host's Horovod was built with, or why it cannot be imported."""
+    try:
+        import horovod.tensorflow as hvd
+        return {"gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
+    except (ImportError, OSError, RuntimeError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def gpu_count() -> int:
+    return sum(1 for name in os.listdir("/dev") if name.startswith("nvidia") and name[6:].isdigit())
+
+
+def main(checkout: Path) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    print(json.dumps({"python": sys.version.split()[0], "trainer": trainer_digest(checkout), "cores": os.cpu_count(),
+                      "gpus": gpu_count(), "horovod": horovod_build()}), flush=True)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -13,7 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
-from tasks.launch.hosts import is_local
+from tasks.launch.hosts import SSH_OPTIONS, head_address, is_local
 from tasks.launch.preflight import host_slots
 from tasks.launch.processes import Process
 from tasks.params import Params
@@ -23,6 +23,9 @@ from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
 from trainer.sharding import TrainingPlan, training_plan
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
+# ssh passes almost none of the environment: what a process started on another host needs, named
+FORWARDED_OVER_SSH = ("TF_CONFIG", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
+                      "TF_CPP_MIN_LOG_LEVEL")
 
 
 def trainer_command(config_file: Path) -> list[str]:
@@ -74,10 +77,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _addresses(hosts: dict[str, int], count: int) -> list[str]:
-    """`count` host:port addresses, filling each host's slots in turn."""
+def _addresses(hosts: dict[str, int], count: int, head: str = "localhost") -> list[str]:
+    """`count` host:port addresses, filling each host's slots in turn, then this machine (as `head`)."""
     names = [host for host, slots in hosts.items() for _ in range(slots)]
-    names += ["localhost"] * max(0, count - len(names))
+    names += [head] * max(0, count - len(names))
     return [f"{host}:{_free_port()}" for host in names[:count]]
 
 
@@ -86,21 +89,22 @@ def _process(host_port: str, command: list[str], env: dict[str, str], label: str
     host = host_port.rsplit(":", 1)[0]
     if is_local(host):
         return Process(command, env, label, waited, (host,))
-    remote = f"cd {shlex.quote(str(ROOT))} && env TF_CONFIG={shlex.quote(env['TF_CONFIG'])} " \
-             f"MLFLOW_RUN_ID={shlex.quote(env.get('MLFLOW_RUN_ID', ''))} {shlex.join(command)}"
-    return Process(["ssh", host, remote], env, label, waited, (host,))
+    forwarded = " ".join(f"{key}={shlex.quote(env[key])}" for key in FORWARDED_OVER_SSH if key in env)
+    remote = f"cd {shlex.quote(str(ROOT))} && env {forwarded} {shlex.join(command)}"
+    return Process(["ssh", *SSH_OPTIONS, host, remote], env, label, waited, (host,))
 
 
 def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) -> list[Process]:
     """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
     train = params.train
     hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
-    cluster = {"worker": _addresses(hosts, train.np)}
+    head = head_address(list(hosts))  # where the hosts reach the processes started on this machine
+    cluster = {"worker": _addresses(hosts, train.np, head)}
     with_servers = train.backend == "parameter-server"
     extra = {}
     if with_servers:
-        cluster |= {"ps": _addresses({}, train.num_ps), "chief": _addresses({}, 1)}
-        extra = {"data_dispatcher": _addresses({}, 1)[0]}  # the tf.data service, in the coordinator
+        cluster |= {"ps": _addresses({}, train.num_ps, head), "chief": _addresses({}, 1, head)}
+        extra = {"data_dispatcher": _addresses({}, 1, head)[0]}  # the tf.data service, in the coordinator
     processes = []
     for task_type, addresses in cluster.items():
         for index, address in enumerate(addresses):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tasks.launch.hosts import remote_host_problem
 from tasks.params import Params
-from trainer.backends import HOROVOD_BACKENDS
+from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
 from trainer.config import TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
@@ -75,7 +75,9 @@ def check_hosts(train: TrainParams) -> dict[str, int]:
             socket.gethostbyname(host)
         except OSError:
             raise PreflightError(f"host {host!r} does not resolve") from None
-    if train.backend in HOROVOD_BACKENDS and train.np > sum(slots.values()):
+    listed = bool(train.hosts or train.hostfile)
+    placed = train.backend in HOROVOD_BACKENDS or (train.backend in CLUSTER_BACKENDS and listed)
+    if placed and train.np > sum(slots.values()):
         raise PreflightError(f"np {train.np} exceeds the {sum(slots.values())} slots of "
                              + ",".join(f"{h}:{n}" for h, n in slots.items()))
     return slots

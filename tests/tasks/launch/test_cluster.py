@@ -6,17 +6,19 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from tasks.launch.diagnosis import RankFailed
+from tasks.launch.plan import launch_plan, rank_environment
 from tasks.launch.preflight import PreflightError, preflight
-from tasks.launch.train import train
+from tasks.launch.train import job_spec, train, write_trainer_config
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
-from tests.helpers import ROOT
+from tests.helpers import ROOT, quiet_env
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod across them
 
@@ -61,6 +63,20 @@ def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], di
     assert len(digests) == 2 and digests[0] == digests[1]  # the allreduce kept both hosts' weights equal
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 
+
+
+@pytest.mark.parametrize("backend", ["multiworker", "parameter-server"])
+def test_tf_distribute_trains_across_two_hosts(cluster: list[str], digits_data: Path, tmp_path: Path,
+                                              backend: str) -> None:
+    """Workers on h1 and h2; for parameter-server, the parameter server, the coordinator and the tf.data dispatcher
+    on this machine, reached at its address on the hosts' network."""
+    params = Params(train=TrainParams(backend=backend, np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False))
+    lines: list[str] = []
+    result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    if backend == "multiworker":  # synchronous: both workers end with the same weights
+        digests = re.findall(r"weights_sha256 task=worker:\d ([0-9a-f]{64})", "\n".join(lines))
+        assert len(digests) == 2 and digests[0] == digests[1], lines[-10:]
+    assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 
 @pytest.mark.parametrize(("hosts", "np_", "expected"), [
     ("10.77.0.1:1,h1:1", 2, r"^host 10\.77\.0\.1 cannot be reached by ssh without a password: .*refused"),
@@ -113,3 +129,25 @@ def test_a_frozen_remote_rank_is_caught_by_the_stall_timeout_and_cleaned_up(clus
     assert re.match(r"rank 1 on h2 (stopped responding|stalled)", str(failure.value)), str(failure.value)
     assert failure.value.retryable
     assert ranks_on("h1") == [] and ranks_on("h2") == []  # the stopped rank too
+
+
+def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], digits_data: Path,
+                                                           tmp_path: Path) -> None:
+    """SIGKILL of horovodrun and its ssh clients (as when a cancelled flow run's process group is stopped): the
+    remote ranks go too."""
+    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=50, tensorboard=False))
+    config_file = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
+    (launcher,) = launch_plan(params, preflight(params, digits_data), config_file, rank_environment(None) | quiet_env())
+    job = subprocess.Popen(launcher.command, env=launcher.env, cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in job.stdout:
+        if "epoch 1:" in line:
+            assert ranks_on("h1") and ranks_on("h2")
+            os.killpg(job.pid, signal.SIGKILL)
+            break
+    job.wait()
+    for _ in range(60):  # a bounded wait, not a speed goal
+        if not ranks_on("h1") and not ranks_on("h2"):
+            break
+        time.sleep(0.5)
+    assert ranks_on("h1") == [] and ranks_on("h2") == []

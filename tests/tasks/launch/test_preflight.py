@@ -13,6 +13,7 @@ from tasks.params import InputParams, Params, TrainParams
     ({"model": "resnet50"}, {}, "model resnet50 needs inputs of at least 32x32; the data is 8x8"),
     ({"hosts": "nosuchhost.invalid:2"}, {}, "host 'nosuchhost.invalid' does not resolve"),
     ({"np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
+    ({"backend": "multiworker", "np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
     ({"hostfile": "/no/hostfile"}, {}, "hostfile /no/hostfile does not exist"),
     ({"jit_compile": True}, {}, "jit_compile needs Horovod's XLA ops"),
     ({"controller": "mpi"}, {}, "Horovod is not built with the MPI controller"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -90,6 +91,17 @@ def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callb
     if config.train.tensorboard:
         callbacks.append(tf.keras.callbacks.TensorBoard(str(tensorboard_dir(config)), profile_batch=0))
     return callbacks
+
+
+def report_epoch(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
+    """The reporting process of a custom loop: one printed line, MLflow, TensorBoard."""
+    print(f"epoch {epoch + 1}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())), flush=True)
+    if sink is not None:
+        sink(epoch, logs)
+    if writer is not None:
+        with writer.as_default(step=epoch):
+            for key, value in logs.items():
+                tf.summary.scalar(key, value)
 
 
 def weights_digest(model: tf.keras.Model) -> str:

@@ -129,7 +129,7 @@ def training_data_plan(params: Params, manifest: dict) -> TrainingPlan:
     """Each input pipeline's share of the training split per epoch, as the processes will cut it (Horovod: one
     pipeline per rank; multiworker: one per worker; single-process strategies: one for all local replicas)."""
     train = params.train
-    if train.backend in HOROVOD_BACKENDS or train.backend == "multiworker":
+    if train.backend in HOROVOD_BACKENDS or train.backend in ("multiworker", "multiworker-tape"):
         pipelines, batch = train.np, train.batch_size
     elif train.backend == "parameter-server":  # one step is one worker's batch, from the shared tf.data service
         pipelines, batch = 1, train.batch_size

@@ -15,16 +15,19 @@ BACKEND_MODULES = {
     "central-storage": "trainer.backends.distribute",
     "one-device": "trainer.backends.distribute",
     "parameter-server": "trainer.backends.distribute",
+    "mirrored-tape": "trainer.backends.distribute_tape",  # ... or through the guide's custom loop (strategy.run)
+    "multiworker-tape": "trainer.backends.distribute_tape",
 }
 BACKENDS = tuple(BACKEND_MODULES)
 HOROVOD_BACKENDS = ("horovod", "horovod-tape")  # launched by horovodrun, one process per rank
-CLUSTER_BACKENDS = ("multiworker", "parameter-server")  # one process per TF_CONFIG task, started by ringflow
+# one process per TF_CONFIG task, started by ringflow
+CLUSTER_BACKENDS = ("multiworker", "multiworker-tape", "parameter-server")
 
 
 def run(config: Any) -> None:
     """Train with the configured backend in this process (TensorFlow loads here, after the config is read)."""
     backend = config.train.backend
-    if backend == "mirrored":
+    if backend in ("mirrored", "mirrored-tape"):
         import os
         # oneDNN's CPU kernels fail evaluating on the second logical CPU device (TF 2.21); GPUs are unaffected.
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

@@ -1,4 +1,5 @@
-"""tf.distribute backends through Keras fit: mirrored, central-storage, one-device, multiworker, parameter-server.
+"""tf.distribute backends through Keras fit: mirrored, central-storage, one-device, multiworker, parameter-server
+(and the strategies and input the custom-loop variants in distribute_tape.py share).
 
 Single-process strategies use all local GPUs, or `train.np` logical CPU devices when there is no GPU.
 Multi-process ones read their cluster from TF_CONFIG (the launching task writes it).
@@ -34,7 +35,7 @@ def local_devices(count: int) -> list[str]:
 
 
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
-    backend = config.train.backend
+    backend = config.train.backend.removesuffix("-tape")  # the custom-loop variants use the same strategies
     if backend == "multiworker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     if backend == "parameter-server":
@@ -68,6 +69,27 @@ def is_lead(strategy: tf.distribute.Strategy) -> bool:
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return task_type == "chief" or (task_type == "worker" and index == 0)
     return True
+
+
+class WorkersDisagree(RuntimeError):
+    """The workers restored different epochs: they do not see the same checkpoint directory."""
+
+
+def agreed_start(strategy: tf.distribute.Strategy, started: int) -> int:
+    """The epoch every worker resumes from, checked across workers: each restored its own copy of the checkpoints,
+    and training on from different epochs would silently mix models."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return started
+
+    @tf.function
+    def sums() -> tuple[tf.Tensor, tf.Tensor]:
+        values = strategy.run(lambda: (tf.constant(started, tf.int64), tf.constant(1, tf.int64)))
+        return tuple(strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None) for value in values)
+    total, replicas = (int(value) for value in sums())
+    if total != started * replicas:
+        raise WorkersDisagree(f"the workers restored different epochs (this one {started}, the mean "
+                              f"{total / replicas:g}): every worker must see the run's checkpoint directory")
+    return started
 
 
 def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.experimental.DatasetCreator:
@@ -120,7 +142,7 @@ def train(config: TrainerConfig) -> None:
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
                               job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
-    started = checkpoints.restore_latest()  # every process restores; only the lead keeps what it saves
+    started = agreed_start(strategy, checkpoints.restore_latest())  # every process restores; the lead keeps
     check_epochs_left(started, train_params.epochs)
     if started and lead:
         print(f"resuming from checkpoint at epoch {started}", flush=True)

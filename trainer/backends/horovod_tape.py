@@ -86,17 +86,6 @@ def run_epoch(loop: TapeLoop, train_batches: Any, val_data: Any, run: session.Pl
     return logs
 
 
-def report(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
-    """Rank 0: one printed line, MLflow, TensorBoard."""
-    print(f"epoch {epoch + 1}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())), flush=True)
-    if sink is not None:
-        sink(epoch, logs)
-    if writer is not None:
-        with writer.as_default(step=epoch):
-            for key, value in logs.items():
-                tf.summary.scalar(key, value)
-
-
 def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> tuple[Any, Any]:
     """(an endless iterator of this rank's training batches, this rank's validation batches)."""
     job, train_params = config.job, config.train
@@ -129,7 +118,7 @@ def train(config: TrainerConfig) -> None:
             history.setdefault(key, []).append(float(value))
         if lead:
             checkpoints.save(epoch + 1)
-            report(epoch, logs, sink, writer)
+            session.report_epoch(epoch, logs, sink, writer)
     session.print_weights_digest(loop.model, f"rank={rank}")  # Horovod: every rank, to compare
     if lead:
         session.save_results(config, loop.model, run, history, config.job.out_dir, started)

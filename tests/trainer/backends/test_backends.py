@@ -22,7 +22,7 @@ from trainer.prepared_data import read_manifest
 
 pytestmark = pytest.mark.slow  # real Horovod and tf.distribute jobs
 
-SAME_WEIGHTS = ("horovod", "horovod-tape", "multiworker")
+SAME_WEIGHTS = ("horovod", "horovod-tape", "multiworker", "multiworker-tape")
 
 
 def digests(lines: list[str]) -> list[str]:
@@ -36,8 +36,8 @@ def train_for_test(params: Params, data_dir: Path, tmp_path: Path, lines: list[s
     return out
 
 
-@pytest.mark.parametrize("backend", ["horovod", "horovod-tape", "mirrored", "multiworker", "central-storage",
-                                     "one-device", "parameter-server"])
+@pytest.mark.parametrize("backend", ["horovod", "horovod-tape", "mirrored", "mirrored-tape", "multiworker",
+                                     "multiworker-tape", "central-storage", "one-device", "parameter-server"])
 def test_every_backend_trains_the_cnn(backend: str, digits_data: Path, tmp_path: Path) -> None:
     lines: list[str] = []
     params = Params(train=TrainParams(backend=backend, np=2, epochs=6, warmup_epochs=1))
@@ -93,6 +93,19 @@ def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: P
     summary = read_train_summary(out)
     assert summary["resumed_from_epoch"] == 2
 
+
+@pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape"])
+def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_data: Path, tmp_path: Path) -> None:
+    """Two workers restore the run's checkpoints, agree on the epoch (checked across them) and go on together."""
+    first = Params(train=TrainParams(backend=backend, np=2, epochs=2, warmup_epochs=0))
+    train_for_test(first, digits_data, tmp_path / "first", [])
+    lines: list[str] = []
+    more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 4})})
+    quiet = more.model_copy(update={"train": more.train.model_copy(update={"tensorboard": False})})
+    train(quiet, digits_data, tmp_path / "model", tmp_path / "first" / "checkpoints", None, lines.append)
+    assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [3, 4]
+    found = digests(lines)
+    assert len(found) == 2 and found[0] == found[1]
 
 
 def test_parameter_server_workers_read_disjoint_parts_that_cover_each_epoch(tmp_path: Path) -> None:

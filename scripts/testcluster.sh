@@ -106,10 +106,15 @@ up() {
 }
 
 down() {
-  local ns pid
+  local ns pid link
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" || true); do
     for pid in $(ip netns pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
+    for _ in $(seq 50); do [ -z "$(ip netns pids "$ns")" ] && break; sleep 0.1; done
     ip netns delete "$ns"
+  done
+  # A namespace is freed once its last process is gone: remove our ends of the links now, not then.
+  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^rfv' || true); do
+    ip link delete "$link" 2>/dev/null || true
   done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
   remove_marked /etc/hosts

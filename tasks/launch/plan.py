@@ -110,7 +110,8 @@ def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) ->
         for index, address in enumerate(addresses):
             tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}} | extra)
             is_server = with_servers and task_type != "chief"
-            command = PS_SERVER if is_server else trainer_command(config_file)
+            # A server gets the job's file too: it names the job's processes on every host (to stop them).
+            command = [*PS_SERVER, "--job", str(config_file)] if is_server else trainer_command(config_file)
             label = f"{task_type}{index}" if with_servers else str(index)
             processes.append(_process(address, command, env | {"TF_CONFIG": tf_config}, label, not is_server))
     return processes

@@ -1,17 +1,22 @@
 """A parameter-server or worker task of a parameter-server cluster: serves until it is stopped. A worker also runs
 a tf.data worker of the job's tf.data service, which feeds it (and any consumer) its part of each epoch.
 
-python -m trainer.backends.ps_server   (reads TF_CONFIG; launched by the train task next to the coordinator)
+python -m trainer.backends.ps_server --job CONFIG_FILE   (reads TF_CONFIG; launched by the train task next to the
+coordinator; --job names the job it serves, so that its processes can be found and stopped on every host)
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
 from trainer.backends.data_service import start_data_worker
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m trainer.backends.ps_server", description=__doc__)
+    parser.add_argument("--job", help="the job's configuration file (its name on the command line is what counts)")
+    parser.parse_args(argv)
     import tensorflow as tf
     tf_config = json.loads(os.environ["TF_CONFIG"])
     task = tf_config["task"]

@@ -27,9 +27,17 @@ SCRIPT = ROOT / "scripts" / "testcluster.sh"
 
 
 def ranks_on(host: str) -> list[int]:
-    """The training processes running in a test-cluster host's network namespace."""
+    """The training processes (ranks, workers, servers) running in a test-cluster host's network namespace."""
     pids = subprocess.run(["ip", "netns", "pids", f"rf-{host}"], capture_output=True, text=True).stdout.split()
-    return [int(pid) for pid in pids if b"-m\0trainer\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [int(pid) for pid in pids if b"-m\0trainer" in command_line(int(pid))]
+
+
+def command_line(pid: int) -> bytes:
+    """A process's command line; empty when it has just ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def cluster_state() -> tuple[str, str]:
@@ -74,6 +82,7 @@ def test_tf_distribute_trains_across_two_hosts(cluster: list[str], digits_data: 
     params = Params(train=TrainParams(backend=backend, np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False))
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    assert ranks_on("h1") == [] and ranks_on("h2") == []  # workers and servers gone from both hosts
     if backend != "parameter-server":  # synchronous: both workers end with the same weights
         digests = re.findall(r"weights_sha256 task=worker:\d ([0-9a-f]{64})", "\n".join(lines))
         assert len(digests) == 2 and digests[0] == digests[1], lines[-10:]

@@ -10,7 +10,7 @@ VENV="$ROOT/.venv"
 HOROVOD_VERSION="0.28.1"
 TF_VERSION="$(sed -n 's/^tensorflow==//p' requirements.txt)"
 CACHE_DIR="${RINGFLOW_CACHE:-$HOME/.cache/ringflow}"
-WHEEL_DIR="$CACHE_DIR/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION"
+WHEEL_DIR="$CACHE_DIR/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION-gloo-mpi"
 STAMP="$VENV/.ringflow-setup"
 FINGERPRINT="$(cat requirements.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 
@@ -29,6 +29,8 @@ ensure_debian_packages() {
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the test cluster's hosts (scripts/testcluster.sh)
   command -v ssh >/dev/null || missing+=(openssh-client)
   command -v ip >/dev/null || missing+=(iproute2)
+  command -v mpicxx >/dev/null || missing+=(libopenmpi-dev)  # train.controller: mpi
+  command -v mpirun >/dev/null || missing+=(openmpi-bin)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then
@@ -66,10 +68,8 @@ build_horovod_wheel() {
   local src="$work/horovod-$HOROVOD_VERSION"
   # XLA headers moved in recent TensorFlow: this one file no longer compiles and is optional.
   sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
-  local mpi_flag=HOROVOD_WITHOUT_MPI=1
-  command -v mpicxx >/dev/null && mpi_flag=HOROVOD_WITH_MPI=1
-  env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-      "$mpi_flag" MAKEFLAGS="-j$(nproc)" \
+  env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
+      HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
       "$VENV/bin/pip" wheel -q --no-build-isolation --no-deps -w "$work/dist" "$src"
   mkdir -p "$WHEEL_DIR"
   cp "$work"/dist/horovod-*.whl "$WHEEL_DIR.tmp.whl"
@@ -78,12 +78,15 @@ build_horovod_wheel() {
 }
 
 install_horovod() {
-  if "$VENV/bin/pip" show -q horovod >/dev/null 2>&1; then
+  local installed_marker="$VENV/.ringflow-horovod"
+  if [ -f "$installed_marker" ] && [ "$(cat "$installed_marker")" = "$WHEEL_DIR" ] \
+      && "$VENV/bin/pip" show -q horovod >/dev/null 2>&1; then
     log "Horovod already installed"
     return
   fi
   build_horovod_wheel
-  "$VENV/bin/pip" install -q --no-deps "$WHEEL_DIR"/horovod-*.whl
+  "$VENV/bin/pip" install -q --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
+  echo "$WHEEL_DIR" > "$installed_marker"
   "$VENV/bin/pip" install -q -c constraints.txt cloudpickle psutil pyyaml packaging cffi
 }
 
@@ -98,6 +101,7 @@ check_horovod() {
   printf '%s\n' "$report"
   grep -q '\[X\] TensorFlow' <<<"$report" || { echo "setup: Horovod was built without TensorFlow" >&2; exit 1; }
   grep -q '\[X\] Gloo' <<<"$report" || { echo "setup: Horovod was built without Gloo" >&2; exit 1; }
+  grep -q '\[X\] MPI' <<<"$report" || { echo "setup: Horovod was built without MPI" >&2; exit 1; }
   printf '%s\n%s\n' "$FINGERPRINT" "$report" > "$report_file"
 }
 

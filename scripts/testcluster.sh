@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A test cluster on this machine: N hosts h1..hN, each a network namespace with its own hostname (a UTS namespace),
 # an address on a bridge (10.77.0.11, .12, ...; this machine, the head node, is 10.77.0.1) and an sshd that takes
-# a generated key. The filesystem is shared. Root only.
+# a generated key. The filesystem is shared, unless `--private`: then each host also has its own mount namespace in
+# which this checkout's data/, outputs/ and mlruns/ and /tmp are empty directories of its own (a host with its own
+# disk: the code and .venv stay visible at the same path, as if installed there alike). Root only.
 #
-#   scripts/testcluster.sh up [N]    make the hosts (2 by default); prints their names
+#   scripts/testcluster.sh up [N] [--private]    make the hosts (2 by default); prints their names
 #   scripts/testcluster.sh down      stop every sshd and process of the hosts and remove them
 #   scripts/testcluster.sh status    the hosts that are up
 #
@@ -15,6 +17,8 @@ BRIDGE="rfbr0"
 SUBNET="10.77.0"
 STATE="/run/ringflow-testcluster"
 MARK="# ringflow test cluster"
+CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PRIVATE_DIRS=(data outputs mlruns)  # of the checkout, hidden from a --private host
 SSH_CONFIG="$HOME/.ssh/config"
 
 die() { echo "testcluster: $*" >&2; exit 1; }
@@ -35,8 +39,17 @@ make_bridge() {
   ip link set "$BRIDGE" up
 }
 
-make_host() {  # $1: index
-  local index="$1" name="h$1" ns="$PREFIX$1" address="$SUBNET.$((10 + $1))" dir="$STATE/h$1"
+private_view() {  # $1: the host's state dir; prints the commands that give it its own data, outputs, mlruns, /tmp
+  local dir="$1" name
+  for name in "${PRIVATE_DIRS[@]}"; do
+    mkdir -p "$dir/disk/$name" "$CHECKOUT/$name"
+    printf 'mount --bind %q %q && ' "$dir/disk/$name" "$CHECKOUT/$name"
+  done
+  printf 'mount -t tmpfs tmpfs /tmp && '
+}
+
+make_host() {  # $1: index, $2: 1 for a private filesystem view
+  local index="$1" private="$2" name="h$1" ns="$PREFIX$1" address="$SUBNET.$((10 + $1))" dir="$STATE/h$1"
   ip netns add "$ns"
   ip link add "rfv$index" type veth peer name eth0 netns "$ns"
   ip link set "rfv$index" master "$BRIDGE" up
@@ -60,8 +73,12 @@ MaxStartups 100
 MaxSessions 100
 AcceptEnv *
 EOF
-  # sshd in its own UTS namespace with its own hostname: every ssh session on the host inherits both.
-  ip netns exec "$ns" unshare --uts sh -c "hostname $name && exec /usr/sbin/sshd -f $dir/sshd_config -E $dir/sshd.log"
+  # sshd in its own UTS namespace with its own hostname (and with --private its own mounts): every ssh session on
+  # the host inherits them.
+  local namespaces=(--uts) mounts=""
+  if [ "$private" = 1 ]; then namespaces+=(--mount --propagation private); mounts="$(private_view "$dir")"; fi
+  ip netns exec "$ns" unshare "${namespaces[@]}" sh -c \
+    "${mounts}hostname $name && exec /usr/sbin/sshd -f $dir/sshd_config -E $dir/sshd.log"
   echo "$address $name" >> "$STATE/hosts"
 }
 
@@ -92,14 +109,15 @@ wait_for_ssh() {  # $1: host name
 }
 
 up() {
-  local count="${1:-2}"
+  local count="${1:-2}" private=0
+  [ "${2:-}" = "--private" ] && private=1
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
   [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
   [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
   mkdir -p "$STATE" /run/sshd && : > "$STATE/hosts"
   ssh-keygen -q -t ed25519 -N "" -f "$STATE/client_key" <<<y >/dev/null
   make_bridge
-  for index in $(seq "$count"); do make_host "$index"; done
+  for index in $(seq "$count"); do make_host "$index" "$private"; done
   write_client_config
   for index in $(seq "$count"); do wait_for_ssh "h$index"; done
   hosts_up | tr '\n' ' ' && echo
@@ -123,8 +141,8 @@ down() {
 }
 
 case "${1:-}" in
-  up) up "${2:-2}" ;;
+  up) up "${2:-2}" "${3:-}" ;;
   down) down ;;
   status) hosts_up ;;
-  *) die "usage: scripts/testcluster.sh up [N] | down | status" ;;
+  *) die "usage: scripts/testcluster.sh up [N] [--private] | down | status" ;;
 esac

@@ -7,16 +7,23 @@ parameter-server coordinator).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from trainer.backends import run
 from trainer.config import read_config
+from trainer.heartbeat import start_heartbeat
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="the job's configuration file (JSON)")
-    run(read_config(parser.parse_args(argv).config))
+    # Each line leaves in one write (unbuffered output writes the text and its newline apart, and mpirun tags each
+    # write as a line of its own).
+    sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    config_file = parser.parse_args(argv).config
+    start_heartbeat()  # before TensorFlow loads
+    run(read_config(config_file))
 
 
 if __name__ == "__main__":

@@ -1,22 +1,22 @@
-"""Rank 0's link to MLflow: metrics go to the run the launching task created (MLFLOW_RUN_ID)."""
+"""Rank 0's metrics leave the process as output lines: the launcher, which reads every line of the job, logs them to
+the run's MLflow run. So no training process needs to reach MLflow, wherever it runs."""
 from __future__ import annotations
 
-import os
-import time
+import json
 from typing import Callable
 
+METRICS_LINE_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
 
-def mlflow_metric_sink() -> Callable[[int, dict[str, float]], None] | None:
-    """A function logging one epoch's metrics to the run in MLFLOW_RUN_ID, or None when there is none."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    if not run_id:
-        return None
-    from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
-    client = MlflowClient()
 
-    def log_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        stamp = int(time.time() * 1000)
-        client.log_batch(run_id, metrics=[Metric(key, value, stamp, epoch) for key, value in metrics.items()])
+def metrics_line(epoch: int, metrics: dict[str, float]) -> str:
+    """One epoch's metrics as the line the launcher relays to MLflow."""
+    return METRICS_LINE_PREFIX + json.dumps({"epoch": epoch, "metrics": metrics})
 
-    return log_epoch
+
+def print_epoch_metrics(epoch: int, metrics: dict[str, float]) -> None:
+    print(metrics_line(epoch, metrics), flush=True)
+
+
+def metric_sink() -> Callable[[int, dict[str, float]], None]:
+    """What the reporting process hands each epoch's metrics to."""
+    return print_epoch_metrics

@@ -12,7 +12,7 @@ import tensorflow as tf
 from trainer.callbacks import EpochReport, Throughput
 from trainer.config import TrainerConfig
 from trainer.data import cache_in_memory, model_input_shape
-from trainer.metrics_sink import mlflow_metric_sink
+from trainer.metrics_sink import metric_sink
 from trainer.model_io import save_model, write_train_summary
 from trainer.prepared_data import read_manifest
 from trainer.schedule import WarmupSchedule, scaled_rates
@@ -87,7 +87,7 @@ def tensorboard_dir(config: TrainerConfig) -> Path:
 def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callbacks.Callback]:
     """The reporting side of one process that speaks for all: throughput, MLflow, TensorBoard."""
     callbacks: list[tf.keras.callbacks.Callback] = [Throughput(run.steps_per_epoch * run.global_batch),
-                                                     EpochReport(mlflow_metric_sink())]
+                                                     EpochReport(metric_sink())]
     if config.train.tensorboard:
         callbacks.append(tf.keras.callbacks.TensorBoard(str(tensorboard_dir(config)), profile_batch=0))
     return callbacks

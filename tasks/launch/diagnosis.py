@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.launch.hosts import is_local
+from trainer.heartbeat import HEARTBEAT_LINE
+
+MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
+MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
 RANK_LINE = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
 ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
+MPI_SIGNALLED = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on signal (?P<signal>\d+)")
+MPI_FIRST_FAILED = re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")  # then "Exit code: N"
+MPI_EXIT_CODE = re.compile(r"^\s*Exit code:\s*(?P<code>-?\d+)")
 GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms")  # a rank gave up waiting for a silent peer
 STALL_MISSING = re.compile(r"^\s*(?P<rank>\d+): \[")  # Horovod's stall inspector: "Missing ranks:" then "1: [...]"
 TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|socket|timed? ?out|unavailable",
                        re.IGNORECASE)
+SSH_LOST = 255  # ssh's exit when the remote process died of a signal or the connection was lost
 TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
+
+
+def horovodrun_line(line: str) -> str:
+    """A rank's line as horovodrun tags it with Gloo (`[rank]<stdout>:`), also when mpirun tagged it."""
+    return MPI_TAG.sub(r"[\g<rank>]<\g<stream>>:", MPI_TAG_AT_END.sub("", line), count=1)
+
+
+def is_heartbeat(line: str) -> bool:
+    """A training process's sign of life (kept from the console)."""
+    return line.endswith(HEARTBEAT_LINE) and (line == HEARTBEAT_LINE or line.endswith(">:" + HEARTBEAT_LINE))
 
 
 def is_noise(line: str) -> bool:
@@ -70,10 +90,16 @@ class RankOutput:
         self.codes: dict[str, int] = {}
         self.stalled: list[str] = []
         self.waited: dict[str, int] = {}  # ranks that timed out waiting for a peer: seconds they waited
+        self.mpi_failed_rank: str | None = None  # mpirun named the first failed rank; its exit code follows
+        self.last_heard = {rank: time.monotonic() for rank in hosts if rank.isdigit()}  # ranks' last line
 
     def add(self, line: str) -> None:
         match = RANK_LINE.match(line)
         rank, text = (match["rank"], match["text"]) if match else ("launcher", line)
+        if rank in self.last_heard:
+            self.last_heard[rank] = time.monotonic()
+        if text == HEARTBEAT_LINE:
+            return
         self.tails[rank].append(text)
         if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":
             self.exited(exited["rank"], int(exited["code"]))
@@ -81,6 +107,26 @@ class RankOutput:
             self.stalled.append(missing["rank"])
         if (timeout := GLOO_TIMEOUT.search(text)) and match:
             self.waited.setdefault(rank, int(timeout["ms"]) // 1000)
+        if not match:
+            self._mpirun_report(line)
+
+    def _mpirun_report(self, line: str) -> None:
+        """mpirun's own account of a rank that failed: a signal, or the first non-zero exit code."""
+        if signalled := MPI_SIGNALLED.search(line):
+            self.exited(signalled["rank"], -int(signalled["signal"]))
+        elif first := MPI_FIRST_FAILED.search(line):
+            self.mpi_failed_rank = first["rank"]
+        elif (code := MPI_EXIT_CODE.match(line)) and self.mpi_failed_rank is not None:
+            self.exited(self.mpi_failed_rank, int(code["code"]))
+
+    def silence(self, seconds: float) -> str | None:
+        """A sentence naming a rank no line came from for `seconds` (its heartbeat included), else None."""
+        now = time.monotonic()
+        rank = next((rank for rank, heard in self.last_heard.items() if now - heard >= seconds), None)
+        if rank is None:
+            return None
+        return (f"{self.who(rank)} stopped responding: no sign of life from it for {now - self.last_heard[rank]:.0f} s "
+                f"(a frozen process or an unreachable host)")
 
     def exited(self, rank: str, code: int) -> None:
         self.codes.setdefault(rank, code)
@@ -119,6 +165,9 @@ class RankOutput:
                 return RankFailed(f"{self.who(rank)} was killed by the out-of-memory killer (exit {code}, {name}): "
                                   f"lower train.batch_size or input.image_size", retryable=False)
             return RankFailed(f"{self.who(rank)} was killed by signal {name} (exit {code})", retryable=True)
+        if code == SSH_LOST and not is_local(self.hosts.get(rank, "localhost")):
+            return RankFailed(f"{self.who(rank)} ended without an exit status (ssh exit 255): its process was killed "
+                              f"or its host was lost", retryable=True)
         others = (self.error_line(r) for r in self.tails if r not in (rank, "launcher"))
         error = self.error_line(rank) or next((line for line in others if line), None)
         if error:

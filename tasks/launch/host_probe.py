@@ -1,7 +1,7 @@
 """What preflight asks of a host, answered there: sent over ssh to the host's Python on standard input, so it needs
 nothing on the host but that Python (standard library only). Prints one JSON line.
 
-ssh HOST PYTHON - CHECKOUT < tasks/launch/host_probe.py
+ssh HOST PYTHON - CHECKOUT DATA_DIR < tasks/launch/host_probe.py
 """
 from __future__ import annotations
 
@@ -30,15 +30,29 @@ def horovod_build() -> dict[str, object]:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
+CHECKOUT_ID = Path("outputs") / ".checkout-id"  # a random id a head node writes once into its checkout
+SHIPPED_MARK = ".ringflow-shipped"  # in a data directory shipped to a host: the key of the data it holds
+
+
+def read_text(path: Path) -> str:
+    """A small file's text, stripped; empty when it is not there."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
 def gpu_count() -> int:
     return sum(1 for name in os.listdir("/dev") if name.startswith("nvidia") and name[6:].isdigit())
 
 
-def main(checkout: Path) -> None:
+def main(checkout: Path, data_dir: Path) -> None:
+    """checkout_id: whether this host sees the head node's files; data_key: the data shipped here, if any."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     print(json.dumps({"python": sys.version.split()[0], "trainer": trainer_digest(checkout), "cores": os.cpu_count(),
-                      "gpus": gpu_count(), "horovod": horovod_build()}), flush=True)
+                      "gpus": gpu_count(), "horovod": horovod_build(), "checkout_id": read_text(checkout / CHECKOUT_ID),
+                      "data_key": read_text(data_dir / SHIPPED_MARK)}), flush=True)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

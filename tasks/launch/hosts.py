@@ -47,9 +47,9 @@ def head_address(hosts: list[str]) -> str:
         return probe_socket.getsockname()[0]
 
 
-def probe(host: str) -> dict | str:
+def probe(host: str, data_dir: Path) -> dict | str:
     """The host's answers to tasks/launch/host_probe.py, run by this checkout's Python path there, or the problem."""
-    command = ["ssh", *SSH_OPTIONS, host, sys.executable, "-", str(ROOT)]
+    command = ["ssh", *SSH_OPTIONS, host, sys.executable, "-", shlex.quote(str(ROOT)), shlex.quote(str(data_dir))]
     try:
         answer = subprocess.run(command, input=Path(host_probe.__file__).read_text(), capture_output=True, text=True,
                                 timeout=120)
@@ -81,14 +81,18 @@ def host_problem(host: str, slots: int, answer: dict, horovod: bool) -> str | No
     return None
 
 
-def remote_host_problem(slots_by_host: dict[str, int], horovod: bool) -> str | None:
-    """Probe every remote host at once; the first problem found, in one line."""
-    remote = [host for host in slots_by_host if not is_local(host)]
+def probe_remote_hosts(hosts: list[str], data_dir: Path) -> dict[str, dict | str]:
+    """Every host that is not this machine, probed at once: its answers, or its problem in one line."""
+    remote = [host for host in dict.fromkeys(hosts) if not is_local(host)]
     if not remote:
-        return None
+        return {}
     with ThreadPoolExecutor(max_workers=len(remote)) as pool:
-        answers = list(pool.map(probe, remote))
-    for host, answer in zip(remote, answers):
+        return dict(zip(remote, pool.map(probe, remote, [data_dir] * len(remote))))
+
+
+def remote_host_problem(slots_by_host: dict[str, int], horovod: bool, answers: dict[str, dict | str]) -> str | None:
+    """The first problem of the probed hosts, in one line."""
+    for host, answer in answers.items():
         problem = answer if isinstance(answer, str) else host_problem(host, slots_by_host[host], answer, horovod)
         if problem:
             return problem

@@ -16,16 +16,16 @@ from pathlib import Path
 from tasks.launch.hosts import SSH_OPTIONS, head_address, is_local
 from tasks.launch.preflight import host_slots
 from tasks.launch.processes import Process
+from tasks.launch.watch import JobLimits
 from tasks.params import Params
 from tasks.paths import ROOT
-from tasks.tracking.mlflow_store import tracking_uri
 from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
+from trainer.heartbeat import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 # ssh passes almost none of the environment: what a process started on another host needs, named
-FORWARDED_OVER_SSH = ("TF_CONFIG", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
-                      "TF_CPP_MIN_LOG_LEVEL")
+FORWARDED_OVER_SSH = ("TF_CONFIG", "PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
 
 
 def trainer_command(config_file: Path) -> list[str]:
@@ -59,15 +59,13 @@ def horovod_command(params: Params, controller: str, config_file: Path) -> list[
             *train.horovodrun_args, *trainer_command(config_file)]
 
 
-def rank_environment(run_id: str | None) -> dict[str, str]:
-    """The environment each process inherits: this checkout on the path, the MLflow store and run."""
+def rank_environment() -> dict[str, str]:
+    """The environment each process inherits: this checkout on the path, unbuffered output (rank 0's metrics
+    reach MLflow through its lines, so no process needs the MLflow store)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               MLFLOW_TRACKING_URI=tracking_uri())
-    if run_id:
-        env["MLFLOW_RUN_ID"] = run_id
-    else:
-        env.pop("MLFLOW_RUN_ID", None)
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    for key in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI"):
+        env.pop(key, None)
     return env
 
 
@@ -117,10 +115,19 @@ def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) ->
     return processes
 
 
+def controller_environment(controller: str) -> dict[str, str]:
+    """Open MPI refuses to run as root unless told twice (containers, the test cluster)."""
+    if controller == "mpi" and os.geteuid() == 0:
+        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return {}
+
+
 def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> list[Process]:
     """The processes of one training job (controller: Horovod's, None for tf.distribute backends)."""
+    env = env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
     if controller is not None:
-        return [Process(horovod_command(params, controller, config_file), env, hosts=rank_hosts(params))]
+        return [Process(horovod_command(params, controller, config_file), env | controller_environment(controller),
+                        hosts=rank_hosts(params))]
     if params.train.backend in CLUSTER_BACKENDS:
         return cluster_processes(params, config_file, env)
     return [Process(trainer_command(config_file), env, "0")]

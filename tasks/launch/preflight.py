@@ -5,15 +5,18 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.launch.hosts import remote_host_problem
+from tasks.launch.hosts import probe_remote_hosts, remote_host_problem
+from tasks.launch.shipping import data_key, hosts_without_shared_fs, shared_fs_problem
 from tasks.params import Params
+from tasks.paths import PREPARED_DIR
 from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
 from trainer.config import TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
-from trainer.prepared_data import read_manifest
+from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
 CHECK_BUILD_CACHE = Path(sys.executable).parent.parent / ".ringflow-check-build"
 
@@ -99,18 +102,36 @@ def check_horovod(train: TrainParams) -> str:
     return chosen
 
 
-def preflight_launch(params: Params) -> str | None:
-    """The checks that need no data: hosts, slots, Horovod build; returns the Horovod controller if any."""
+@dataclass(frozen=True)
+class LaunchCheck:
+    """What preflight found out for the launch: Horovod's controller (None: tf.distribute), the remote hosts that do
+    not share this machine's filesystem, and those of them that already hold this version of the data."""
+    controller: str | None
+    unshared_hosts: tuple[str, ...] = ()
+    hosts_with_data: tuple[str, ...] = ()
+
+
+def preflight_launch(params: Params, data_dir: Path = PREPARED_DIR) -> LaunchCheck:
+    """The checks that need no data: hosts (probed over ssh), slots, the shared filesystem, Horovod's build."""
     slots = check_hosts(params.train)
     horovod = params.train.backend in HOROVOD_BACKENDS
-    problem = remote_host_problem(slots, horovod)
+    answers = probe_remote_hosts(list(slots), data_dir)
+    problem = remote_host_problem(slots, horovod, answers) or shared_fs_problem(params.train.shared_fs, answers)
     if problem:
         raise PreflightError(problem)
-    return check_horovod(params.train) if horovod else None
+    controller = check_horovod(params.train) if horovod else None
+    unshared = hosts_without_shared_fs(params.train.shared_fs, answers)
+    key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
+    return LaunchCheck(controller, unshared, tuple(host for host in unshared if answers[host]["data_key"] == key))
 
 
 def preflight(params: Params, data_dir: Path) -> str | None:
     """Check data, model fit, hosts and Horovod; returns the Horovod controller (None for tf.distribute)."""
+    return check_launch(params, data_dir).controller
+
+
+def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
+    """preflight, with all it found out for the launch."""
     try:
         manifest = read_manifest(data_dir)
     except FileNotFoundError as error:
@@ -121,7 +142,7 @@ def preflight(params: Params, data_dir: Path) -> str | None:
         raise PreflightError(f"model {params.train.model} needs inputs of at least {needed}x{needed}; "
                              f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
     check_global_batch(params, manifest)
-    return preflight_launch(params)
+    return preflight_launch(params, data_dir)
 
 
 def check_global_batch(params: Params, manifest: dict) -> None:

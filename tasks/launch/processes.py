@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tasks.launch.diagnosis import JobReport, RankFailed, RankOutput, oom_kill_count
+from tasks.launch.diagnosis import JobReport, RankFailed, RankOutput, horovodrun_line, is_heartbeat, oom_kill_count
 from tasks.launch.watch import JobLimits, JobWatch, stop_tree
 
 __all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
@@ -30,7 +30,7 @@ class Process:
 
 def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue.Queue) -> None:
     for raw in process.stdout:
-        text = raw.rstrip("\n")
+        text = horovodrun_line(raw.rstrip("\n"))
         lines.put((index, f"[{label}]<stdout>:{text}" if label is not None else text))
     process.wait()
     lines.put((index, None))  # this process has ended and all its lines are in
@@ -64,7 +64,7 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
     while waiting:
         if time.monotonic() - checked >= 1.0:  # about once a second, however much the job prints
             checked = time.monotonic()
-            if watch.check():
+            if watch.check(output.silence):
                 return -1
         try:
             index, line = lines.get(timeout=1.0)
@@ -72,7 +72,8 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
             continue
         if line is not None:
             output.add(line)
-            on_line(line)
+            if not is_heartbeat(line):
+                on_line(line)
         elif running[index].returncode != 0:
             if processes[index].label is not None:
                 output.exited(processes[index].label, running[index].returncode)

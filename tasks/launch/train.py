@@ -9,9 +9,11 @@ from typing import Callable
 
 from tasks.atomic import atomic_dir
 from tasks.launch.hosts import stop_remote_processes
+from tasks.launch.metrics_relay import relay_metrics
 from tasks.launch.plan import launch_plan, rank_environment
-from tasks.launch.preflight import PreflightError, preflight
-from tasks.launch.processes import JobLimits, run_processes
+from tasks.launch.preflight import LaunchCheck, PreflightError, check_launch
+from tasks.launch.processes import JobLimits, Process, run_processes
+from tasks.launch.shipping import Shipment, bring_back, ship_inputs
 from tasks.params import Params
 from tasks.paths import ROOT
 from tasks.versioning.run_state import code_digest
@@ -40,7 +42,7 @@ def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
 def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
     """What makes two trainings the same config (not epochs: a resumed run may train longer)."""
     not_the_model = {"epochs", "resume_from", "keep_checkpoints", "scaling_np", "tensorboard", "intra_op_threads",
-                     "stall_timeout_seconds", "timeout_minutes"}
+                     "stall_timeout_seconds", "timeout_minutes", "shared_fs", "network_interface"}
     train = params.train.model_dump(exclude=not_the_model
                                     | (set() if with_np else {"np", "hosts", "hostfile"}))
     blob = json.dumps({"train": train, "input": params.input.model_dump(), "data": manifest.get("fingerprint")},
@@ -82,23 +84,48 @@ def job_limits(params: Params) -> JobLimits:
     return JobLimits(params.train.stall_timeout_seconds, timeout * 60 if timeout else None)
 
 
+def lead_host(processes: list[Process]) -> str:
+    """Where rank 0 (Horovod), worker 0 (multiworker) or the coordinator (parameter-server) runs."""
+    return next(process.hosts[0] for process in processes if process.label in (None, "0", "chief0"))
+
+
+def shipment(check: LaunchCheck, processes: list[Process]) -> Shipment:
+    """The job's hosts that do not share this machine's filesystem, and rank 0's host."""
+    used = {host for process in processes for host in process.hosts}
+    return Shipment(tuple(host for host in check.unshared_hosts if host in used), lead_host(processes),
+                    check.hosts_with_data)
+
+
+def run_job(processes: list[Process], params: Params, job: JobSpec, config_file: Path, check: LaunchCheck,
+            on_line: Callable[[str], None]) -> None:
+    """Ship what hosts without the shared filesystem need, run the processes, then, however the job ended, stop
+    every rank on every host and bring rank 0's results back."""
+    to_ship = shipment(check, processes)
+    ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
+    failed = True
+    try:
+        run_processes(processes, ROOT, on_line, job_limits(params))
+        failed = False
+    finally:
+        stop_remote_processes([host for process in processes for host in process.hosts], str(config_file))
+        bring_back(to_ship, job.out_dir, job.checkpoint_dir, on_line, failed)
+
+
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
           on_line: Callable[[str], None] = print) -> TrainResult:
     """Preflight, launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
 
     The job resumes from the latest checkpoint in checkpoint_dir when it holds one of the same config and code.
+    Rank 0's metric lines go to the MLflow run `run_id` (when given).
     """
-    controller = preflight(params, data_dir)
+    check = check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
-        processes = launch_plan(params, controller, config_file, rank_environment(run_id))
+        processes = launch_plan(params, check.controller, config_file, rank_environment())
         for process in processes:
             on_line("launching: " + " ".join(process.command))
-        try:
-            run_processes(processes, ROOT, on_line, job_limits(params))
-        finally:  # whatever ended the job, no rank of it is left on another host
-            stop_remote_processes([host for process in processes for host in process.hosts], str(config_file))
+        run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
         summary = read_train_summary(work_dir)
     return TrainResult(out_dir, summary)

@@ -6,9 +6,11 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import psutil
 
+RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK")
 STOPPED_STATES = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 
 
@@ -19,15 +21,28 @@ class JobLimits:
     stall_seconds: float = 0
     timeout_seconds: float | None = None
 
+    @property
+    def heartbeat_seconds(self) -> float:
+        """How often each training process says it is alive (0: it does not)."""
+        return self.stall_seconds / 4
+
+    @property
+    def silence_seconds(self) -> float:
+        """A rank silent this long (no line, no heartbeat) has stopped responding: later than a local rank seen
+        stopped for stall_seconds, which is named more precisely."""
+        return self.stall_seconds * 1.5
+
 
 def rank_of(process: psutil.Process) -> str | None:
-    """The Horovod rank (HOROVOD_RANK) or tf.distribute task of a job process, from its environment."""
+    """The Horovod rank (HOROVOD_RANK with Gloo, OMPI_COMM_WORLD_RANK with MPI) or tf.distribute task of a job
+    process, from its environment."""
     try:
         env = process.environ()
     except (psutil.Error, OSError):
         return None
-    if "HOROVOD_RANK" in env:
-        return env["HOROVOD_RANK"]
+    for key in RANK_VARIABLES:
+        if key in env:
+            return env[key]
     if "TF_CONFIG" in env:
         import json
         task = json.loads(env["TF_CONFIG"]).get("task", {})
@@ -57,15 +72,15 @@ class JobWatch:
     verdict: str | None = None
     retryable: bool = True  # whether the job may pass when run again after what the verdict says
 
-    def check(self) -> bool:
-        """Whether the job must end now (and why, in `verdict`)."""
+    def check(self, silence: Callable[[float], str | None] = lambda seconds: None) -> bool:
+        """Whether the job must end now (and why, in `verdict`); `silence(seconds)` names a rank silent that long."""
         now = time.monotonic()
         if self.limits.timeout_seconds and now - self.started > self.limits.timeout_seconds:
             self.verdict = f"the job ran longer than train.timeout_minutes ({self.limits.timeout_seconds / 60:g})"
             self.retryable = False
             return True
         if self.limits.stall_seconds:
-            self.verdict = self._stopped_rank(now)
+            self.verdict = self._stopped_rank(now) or silence(self.limits.silence_seconds)
         return self.verdict is not None
 
     def _stopped_rank(self, now: float) -> str | None:

@@ -16,6 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
+from tasks.launch.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, copy_checkout, memory_limited, quiet_env, run
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
@@ -119,8 +120,9 @@ def kill_a_rank_after_epoch(repo: Path, run_id_holder: list[str], job: subproces
             run_id_holder.append(runs[0].info.run_id)
             for process in psutil.process_iter(["cmdline", "environ"]):
                 cmdline = " ".join(process.info["cmdline"] or [])
+                env = process.info["environ"] or {}
                 if "-m trainer --config" in cmdline and str(repo) in cmdline and \
-                        (process.info["environ"] or {}).get("HOROVOD_RANK") == "1":
+                        any(env.get(key) == "1" for key in RANK_VARIABLES):
                     process.send_signal(signal.SIGKILL)
                     return
         time.sleep(0.5)

@@ -95,7 +95,7 @@ def run_epoch(loop: StrategyTapeLoop, batches: Any, val_data: Any, run: session.
 
 def train(config: TrainerConfig) -> None:
     """Train with the custom loop; every process checkpoints (the lead keeps them) and the lead saves the model."""
-    from trainer.metrics_sink import mlflow_metric_sink
+    from trainer.metrics_sink import metric_sink
     job = config.job
     session.set_precision(config)
     strategy = make_strategy(config)
@@ -111,7 +111,7 @@ def train(config: TrainerConfig) -> None:
     batches = iter(strategy.distribute_datasets_from_function(train_input(config, run)))
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
                             input_shape=run.input_shape)
-    sink = mlflow_metric_sink() if lead else None
+    sink = metric_sink() if lead else None
     writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
         if lead and config.train.tensorboard else None
     history: dict[str, list[float]] = {}

@@ -98,7 +98,7 @@ def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -
 
 def train(config: TrainerConfig) -> None:
     """Train this rank's part with a custom loop; rank 0 checkpoints every epoch and saves the model."""
-    from trainer.metrics_sink import mlflow_metric_sink
+    from trainer.metrics_sink import metric_sink
     rank, size = horovod_common.start(config)
     session.set_precision(config)
     run = session.plan(config, replicas=size, pipelines=size)  # Horovod: one replica and input pipeline per rank
@@ -108,7 +108,7 @@ def train(config: TrainerConfig) -> None:
     started = horovod_common.resume(config, checkpoints)
     train_batches, val_data = input_data(config, run, rank, size)
     lead = rank == 0  # Horovod: rank 0 reports and writes
-    sink = mlflow_metric_sink() if lead else None
+    sink = metric_sink() if lead else None
     writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
         if lead and config.train.tensorboard else None
     history: dict[str, list[float]] = {}

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -19,54 +19,29 @@ from tasks.launch.preflight import PreflightError, preflight
 from tasks.launch.train import job_spec, train, write_trainer_config
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
-from tests.helpers import ROOT, quiet_env
+from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
+from tests.helpers import BIN, ROOT, api_call, quiet_env, run
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod across them
-
-SCRIPT = ROOT / "scripts" / "testcluster.sh"
-
-
-def ranks_on(host: str) -> list[int]:
-    """The training processes (ranks, workers, servers) running in a test-cluster host's network namespace."""
-    pids = subprocess.run(["ip", "netns", "pids", f"rf-{host}"], capture_output=True, text=True).stdout.split()
-    return [int(pid) for pid in pids if b"-m\0trainer" in command_line(int(pid))]
-
-
-def command_line(pid: int) -> bytes:
-    """A process's command line; empty when it has just ended."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def cluster_state() -> tuple[str, str]:
-    """The test cluster's namespaces and sshd processes, as the system lists them."""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    daemons = subprocess.run(["pgrep", "-af", "ringflow-testcluster"], capture_output=True, text=True).stdout
-    return namespaces, daemons
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
-    subprocess.run(["bash", SCRIPT, "down"], check=True)  # what an interrupted run may have left
-    up = subprocess.run(["bash", SCRIPT, "up", "2"], capture_output=True, text=True)
-    assert up.returncode == 0, up.stderr
-    yield up.stdout.split()
-    subprocess.run(["bash", SCRIPT, "down"], check=True)
-    namespaces, daemons = cluster_state()
-    assert "rf-h" not in namespaces and not daemons  # nothing left behind
+    yield from cluster_up()
 
 
-@pytest.mark.parametrize("interface", [None, "eth0"], ids=["interface-found", "interface-set"])
+@pytest.mark.parametrize(("controller", "interface"), [("gloo", None), ("gloo", "eth0"), ("mpi", None)],
+                         ids=["gloo-interface-found", "gloo-interface-set", "mpi"])
 def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], digits_data: Path, tmp_path: Path,
-                                                          interface: str | None) -> None:
+                                                          controller: str, interface: str | None) -> None:
     assert cluster == ["h1", "h2"]
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False,
+    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False, controller=controller,
                                       network_interface=interface))
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     text = "\n".join(lines)
+    assert f"horovodrun --{controller} " in text
     assert re.search(r"rank 0 of 2 on h1\b", text) and re.search(r"rank 1 of 2 on h2\b", text), text[-2000:]
     digests = re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", text)
     assert len(digests) == 2 and digests[0] == digests[1]  # the allreduce kept both hosts' weights equal
@@ -101,9 +76,10 @@ def test_preflight_names_the_host_that_cannot_run_ranks(cluster: list[str], digi
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(cluster: list[str], digits_data: Path,
-                                                                            tmp_path: Path) -> None:
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False))
+                                                                            tmp_path: Path, controller: str) -> None:
+    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False, controller=controller))
     lines: list[str] = []
 
     def kill_h2_after_epoch_2(line: str) -> None:
@@ -124,10 +100,13 @@ def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(clus
     assert resumed and resumed[0] >= 2, lines[-10:]  # at most the killed epoch was lost
 
 
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_a_frozen_remote_rank_is_caught_by_the_stall_timeout_and_cleaned_up(cluster: list[str], digits_data: Path,
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path, controller: str) -> None:
+    """Gloo gives up on a silent peer after its own 30 s; MPI waits for ever, and Horovod's stall check cannot run
+    while the negotiation itself waits: the ranks' heartbeat names the silent one."""
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False,
-                                      stall_timeout_seconds=15))
+                                      stall_timeout_seconds=15, controller=controller))
     lines: list[str] = []
 
     def stop_h2_after_epoch_2(line: str) -> None:
@@ -148,7 +127,7 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
     remote ranks go too."""
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=50, tensorboard=False))
     config_file = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
-    (launcher,) = launch_plan(params, preflight(params, digits_data), config_file, rank_environment(None) | quiet_env())
+    (launcher,) = launch_plan(params, preflight(params, digits_data), config_file, rank_environment() | quiet_env())
     job = subprocess.Popen(launcher.command, env=launcher.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:
@@ -167,3 +146,32 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
 def test_this_machine_is_known_by_its_address_on_the_hosts_network(cluster: list[str]) -> None:
     assert head_address(["localhost"]) == "localhost"
     assert head_address(["h1", "h2"]) == "10.77.0.1" and is_local("10.77.0.1") and not is_local("h1")
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll `condition` about twice a second for at most `seconds` (a bounded wait, not a speed goal)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
+
+
+def test_cancelling_a_deployment_run_leaves_no_process_on_any_host(
+        cluster: list[str], served: Served) -> None:  # noqa: F811 (served: the imported fixture)
+    """`prefect deployment run` of training across h1 and h2 through `make serve`, cancelled mid-training with
+    `prefect flow-run cancel`: the worker stops the run's process group, and with it every rank on every host."""
+    overrides = 'overrides={"train.hosts": "h1:1,h2:1", "train.epochs": 2000}'
+    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param", overrides],
+                  served.repo, served.env, timeout=300)
+    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
+    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
+    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
+    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id[1]], served.repo, served.env, timeout=120)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+
+    def cancelled() -> bool:
+        return api_call(served.api, f"/flow_runs/{flow_run_id[1]}")["state"]["type"] == "CANCELLED"
+    assert wait_until(cancelled, 120)
+    assert wait_until(lambda: not ranks_on("h1") and not ranks_on("h2"), 60), (ranks_on("h1"), ranks_on("h2"))

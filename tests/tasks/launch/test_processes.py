@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tasks.launch.processes import RankFailed, run_streaming
+from tasks.launch.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, ROOT, quiet_env
 
 pytestmark = pytest.mark.slow  # real horovodrun
@@ -38,7 +39,7 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path,
             for process in psutil.process_iter(["cmdline", "environ"]):
                 if "-m trainer --config" in " ".join(process.info["cmdline"] or []) and \
                         str(tmp_path) in " ".join(process.info["cmdline"]) and \
-                        (process.info["environ"] or {}).get("HOROVOD_RANK") == "1":
+                        any((process.info["environ"] or {}).get(key) == "1" for key in RANK_VARIABLES):
                     os.kill(process.pid, signal.SIGSTOP)
                     stopped.append(process.pid)
 

@@ -22,7 +22,7 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
     job = JobSpec(data_dir=digits_data, out_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints", checkpoint_owner="t",
                   augment=False)
     command = horovod_command(params, "gloo", write_trainer_config(params, job))
-    run_streaming(command, rank_environment(None) | quiet_env(), ROOT, lines.append)
+    run_streaming(command, rank_environment() | quiet_env(), ROOT, lines.append)
     digests = dict(re.findall(r"weights_sha256 rank=(\d) ([0-9a-f]{64})", "\n".join(lines)))
     assert set(digests) == {"0", "1"}, lines[-20:]
     assert digests["0"] == digests["1"]

@@ -1,0 +1,192 @@
+"""Hosts that do not share this machine's filesystem (train.shared_fs): the prepared data and the job's files go to
+them over ssh before the launch, rank 0's results come back after it, and nothing of the run is left there.
+
+Whether a host shares the filesystem is asked of it at preflight: it sees this checkout's id file
+(outputs/.checkout-id) or it does not. Data is shipped once per version: the host keeps it with its key (the
+manifest's digest, which names every shard's sha256) and gets it again only when the key differs.
+"""
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+from tasks.atomic import write_text_atomic
+from tasks.launch.host_probe import CHECKOUT_ID, SHIPPED_MARK, read_text
+from tasks.launch.hosts import SSH_OPTIONS
+from tasks.paths import ROOT
+from trainer.prepared_data import MANIFEST_NAME
+
+SharedFs = Literal["auto"] | bool
+
+
+class ShippingError(RuntimeError):
+    """Data or results could not be moved between this machine and a host; one line naming both."""
+
+
+def checkout_id() -> str:
+    """This checkout's random id (made once): a host that reads the same at the same path shares the filesystem."""
+    path = ROOT / CHECKOUT_ID
+    if not read_text(path):
+        write_text_atomic(path, uuid.uuid4().hex)
+    return read_text(path)
+
+
+def data_key(data_dir: Path) -> str:
+    """What identifies a version of the prepared data: the digest of its manifest (every shard's sha256)."""
+    return hashlib.sha256((data_dir / MANIFEST_NAME).read_bytes()).hexdigest()[:32]
+
+
+def hosts_without_shared_fs(shared_fs: SharedFs, answers: dict[str, dict]) -> tuple[str, ...]:
+    """The probed hosts that get the data shipped (all of them for False, those not seeing this checkout for auto)."""
+    if shared_fs is True:
+        return ()
+    here = checkout_id()
+    return tuple(host for host, answer in answers.items() if shared_fs is False or answer["checkout_id"] != here)
+
+
+def shared_fs_problem(shared_fs: SharedFs, answers: dict[str, dict]) -> str | None:
+    """A host that contradicts train.shared_fs, in one line; None when none does."""
+    if shared_fs == "auto":
+        return None
+    here = checkout_id()
+    for host, answer in answers.items():
+        sees_here = answer["checkout_id"] == here
+        if sees_here != shared_fs:
+            what = "does not see" if shared_fs else "sees"
+            return (f"host {host} {what} this machine's checkout at {ROOT} (train.shared_fs: "
+                    f"{str(shared_fs).lower()}): set train.shared_fs to auto")
+    return None
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """The hosts of one job that need its files, and the one whose results come back (None: rank 0 runs here)."""
+    hosts: tuple[str, ...]
+    lead: str | None
+    hosts_with_data: tuple[str, ...] = ()  # already holding this version of the data
+
+
+def _ssh(host: str, script: str, what: str, stdin: int | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(["ssh", *SSH_OPTIONS, host, script], stdin=stdin, capture_output=True)
+    if done.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        raise ShippingError(f"{what} host {host} failed: {why}")
+    return done
+
+
+def _send_tar(host: str, base: Path, names: list[str], remote_script: str, what: str) -> None:
+    """Stream `names` (relative to `base`) as a tar to the host, where `remote_script` reads it on its input."""
+    tar = subprocess.Popen(["tar", "-C", str(base), "-cf", "-", *names], stdout=subprocess.PIPE)
+    try:
+        _ssh(host, remote_script, what, stdin=tar.stdout)
+    finally:
+        tar.stdout.close()
+        tar.wait()
+    if tar.returncode != 0:
+        raise ShippingError(f"{what} host {host} failed: tar exited with {tar.returncode}")
+
+
+def ship_data(host: str, data_dir: Path, key: str) -> None:
+    """The prepared data to the same path on the host, replacing what was there only once all of it arrived."""
+    target = shlex.quote(str(data_dir))
+    incoming = shlex.quote(str(data_dir.with_name(f".{data_dir.name}.incoming")))
+    script = (f"set -e; rm -rf {incoming}; mkdir -p {incoming}; tar -xf - -C {incoming}; "
+              f"echo {key} > {incoming}/{SHIPPED_MARK}; rm -rf {target}.old; "
+              f"if [ -e {target} ]; then mv {target} {target}.old; fi; mv {incoming} {target}; rm -rf {target}.old")
+    _send_tar(host, data_dir, ["."], script, f"shipping the data {data_dir} to")
+
+
+def _relative(path: Path) -> str:
+    return str(path.resolve().relative_to("/"))
+
+
+def ship_job_files(host: str, config_file: Path, checkpoint_dir: Path) -> None:
+    """The job's configuration file and the run's checkpoints (to resume from) to the same paths on the host."""
+    names = [_relative(config_file)] + ([_relative(checkpoint_dir)] if checkpoint_dir.is_dir() else [])
+    script = (f"set -e; rm -rf {shlex.quote(str(checkpoint_dir))}; "
+              f"mkdir -p {shlex.quote(str(checkpoint_dir))}; tar -xf - -C /")
+    _send_tar(host, Path("/"), names, script, "shipping the job's files to")
+
+
+def ship_inputs(shipment: Shipment, data_dir: Path, config_file: Path, checkpoint_dir: Path,
+                on_line: Callable[[str], None]) -> None:
+    """Everything the job's processes read, to every host of the shipment."""
+    key = data_key(data_dir) if shipment.hosts else ""
+    for host in shipment.hosts:
+        if host not in shipment.hosts_with_data:
+            on_line(f"shipping the prepared data to {host} (no shared filesystem)")
+            ship_data(host, data_dir, key)
+        ship_job_files(host, config_file, checkpoint_dir)
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """`new` takes `target`'s place (the old one removed after)."""
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    shutil.move(str(new), str(target))
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _receive_tar(host: str, script: str, staging: Path, what: str) -> None:
+    """Unpack into `staging` the tar that `script` writes on the host's output."""
+    with subprocess.Popen(["tar", "-xf", "-", "-C", str(staging)], stdin=subprocess.PIPE) as untar:
+        done = subprocess.run(["ssh", *SSH_OPTIONS, host, script], stdout=untar.stdin, stderr=subprocess.PIPE)
+        untar.stdin.close()
+    if done.returncode != 0 or untar.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or [f"tar exited {untar.returncode}"])[-1]
+        raise ShippingError(f"{what} host {host} failed: {why}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
+    """Rank 0's model, summary, logs and checkpoints from its host into the same paths here."""
+    names = " ".join(shlex.quote(_relative(path)) for path in (out_dir, checkpoint_dir))
+    script = f"cd / && tar -cf - $(for name in {names}; do [ -e \"$name\" ] && echo \"$name\"; done)"
+    staging = Path(tempfile.mkdtemp(prefix=".fetched-", dir=out_dir.parent))
+    try:
+        _receive_tar(host, script, staging, "bringing rank 0's results back from")
+        fetched_out = staging / _relative(out_dir)
+        for entry in sorted(fetched_out.iterdir()) if fetched_out.is_dir() else []:
+            _remove(out_dir / entry.name)
+            shutil.move(str(entry), str(out_dir / entry.name))
+        if (staging / _relative(checkpoint_dir)).is_dir():
+            _replace_dir(staging / _relative(checkpoint_dir), checkpoint_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_job_files(hosts: tuple[str, ...], out_dir: Path, checkpoint_dir: Path) -> None:
+    """Nothing of the run stays on the hosts (the data stays: the next run of it needs it)."""
+    paths = " ".join(shlex.quote(str(path)) for path in (out_dir, checkpoint_dir))
+    for host in hosts:
+        _ssh(host, f"rm -rf {paths}", "removing the run's files from")
+
+
+def bring_back(shipment: Shipment, out_dir: Path, checkpoint_dir: Path, on_line: Callable[[str], None],
+               job_failed: bool) -> None:
+    """After the job, however it ended: rank 0's results back here, the run's files off the hosts. When the job
+    failed, a failure here is reported but does not hide the job's own."""
+    try:
+        if shipment.lead in shipment.hosts:
+            on_line(f"bringing rank 0's results back from {shipment.lead}")
+            fetch_results(shipment.lead, out_dir, checkpoint_dir)
+        remove_job_files(shipment.hosts, out_dir, checkpoint_dir)
+    except ShippingError as error:
+        if not job_failed:
+            raise
+        on_line(f"warning: {error}")

@@ -1,0 +1,49 @@
+"""The test cluster (scripts/testcluster.sh) for tests: hosts h1 and h2, shared or private filesystems, and what
+runs on them."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+from tests.helpers import ROOT
+
+SCRIPT = ROOT / "scripts" / "testcluster.sh"
+STATE = Path("/run/ringflow-testcluster")
+
+
+def ranks_on(host: str) -> list[int]:
+    """The training processes (ranks, workers, servers) running in a test-cluster host's network namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", f"rf-{host}"], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in pids if b"-m\0trainer" in command_line(int(pid))]
+
+
+def command_line(pid: int) -> bytes:
+    """A process's command line; empty when it has just ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def cluster_state() -> tuple[str, str]:
+    """The test cluster's namespaces and sshd processes, as the system lists them."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    daemons = subprocess.run(["pgrep", "-af", "ringflow-testcluster"], capture_output=True, text=True).stdout
+    return namespaces, daemons
+
+
+def cluster_up(*options: str) -> Iterator[list[str]]:
+    """`up 2` (with options), the hosts' names, and afterwards `down` with nothing left behind."""
+    subprocess.run(["bash", SCRIPT, "down"], check=True)  # what an interrupted run may have left
+    up = subprocess.run(["bash", SCRIPT, "up", "2", *options], capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr
+    yield up.stdout.split()
+    subprocess.run(["bash", SCRIPT, "down"], check=True)
+    namespaces, daemons = cluster_state()
+    assert "rf-h" not in namespaces and not daemons  # nothing left behind
+
+
+def on_host(host: str, *command: str) -> subprocess.CompletedProcess:
+    """A command run on a test-cluster host over ssh."""
+    return subprocess.run(["ssh", "-o", "BatchMode=yes", host, *command], capture_output=True, text=True)

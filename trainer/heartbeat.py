@@ -1,0 +1,24 @@
+"""A sign of life from every training process: a line every few seconds from a thread of its own, so the launcher
+can tell a frozen process or a lost host (silent) from a busy one (a rank waiting in an allreduce still beats).
+Neither Horovod's stall check nor MPI notices a peer that stopped: the collectives just wait."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+HEARTBEAT_LINE = "ringflow_heartbeat"
+HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0: no heartbeat
+
+
+def _beat(seconds: float) -> None:
+    while True:
+        time.sleep(seconds)
+        print(HEARTBEAT_LINE, flush=True)
+
+
+def start_heartbeat() -> None:
+    """Start beating when the launcher asked for it."""
+    seconds = float(os.environ.get(HEARTBEAT_ENV) or 0)
+    if seconds > 0:
+        threading.Thread(target=_beat, args=(seconds,), name="heartbeat", daemon=True).start()

@@ -156,7 +156,7 @@ def _remove(path: Path) -> None:
 def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
     """Rank 0's model, summary, logs and checkpoints from its host into the same paths here."""
     names = " ".join(shlex.quote(_relative(path)) for path in (out_dir, checkpoint_dir))
-    script = f"cd / && tar -cf - $(for name in {names}; do [ -e \"$name\" ] && echo \"$name\"; done)"
+    script = f"cd / && tar -cf - -T /dev/null $(for name in {names}; do [ -e \"$name\" ] && echo \"$name\"; done)"
     staging = Path(tempfile.mkdtemp(prefix=".fetched-", dir=out_dir.parent))
     try:
         _receive_tar(host, script, staging, "bringing rank 0's results back from")
@@ -170,23 +170,29 @@ def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def remove_job_files(hosts: tuple[str, ...], out_dir: Path, checkpoint_dir: Path) -> None:
-    """Nothing of the run stays on the hosts (the data stays: the next run of it needs it)."""
+def remove_job_files(hosts: tuple[str, ...], out_dir: Path, checkpoint_dir: Path,
+                     on_line: Callable[[str], None]) -> None:
+    """Nothing of the run stays on the hosts (the data stays: the next run of it needs it); a host that cannot be
+    reached is reported, not raised (it may be why the job failed)."""
     paths = " ".join(shlex.quote(str(path)) for path in (out_dir, checkpoint_dir))
     for host in hosts:
-        _ssh(host, f"rm -rf {paths}", "removing the run's files from")
+        try:
+            _ssh(host, f"rm -rf {paths}", "removing the run's files from")
+        except ShippingError as error:
+            on_line(f"warning: {error}")
 
 
 def bring_back(shipment: Shipment, out_dir: Path, checkpoint_dir: Path, on_line: Callable[[str], None],
                job_failed: bool) -> None:
-    """After the job, however it ended: rank 0's results back here, the run's files off the hosts. When the job
-    failed, a failure here is reported but does not hide the job's own."""
+    """After the job, however it ended: rank 0's results back here, then the run's files off the hosts. When the
+    job failed, a failure here is reported but does not hide the job's own."""
     try:
         if shipment.lead in shipment.hosts:
             on_line(f"bringing rank 0's results back from {shipment.lead}")
             fetch_results(shipment.lead, out_dir, checkpoint_dir)
-        remove_job_files(shipment.hosts, out_dir, checkpoint_dir)
     except ShippingError as error:
         if not job_failed:
             raise
         on_line(f"warning: {error}")
+    finally:
+        remove_job_files(shipment.hosts, out_dir, checkpoint_dir, on_line)

@@ -101,9 +101,9 @@ def run_job(processes: list[Process], params: Params, job: JobSpec, config_file:
     """Ship what hosts without the shared filesystem need, run the processes, then, however the job ended, stop
     every rank on every host and bring rank 0's results back."""
     to_ship = shipment(check, processes)
-    ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
     failed = True
     try:
+        ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
         run_processes(processes, ROOT, on_line, job_limits(params))
         failed = False
     finally:

@@ -1,7 +1,7 @@
 """A failed job explained in one line from what horovodrun printed: rank, host, exit code or signal, cause."""
 from __future__ import annotations
 
-from tasks.launch.diagnosis import JobReport, RankOutput
+from tasks.launch.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat
 
 HOSTS = {"0": "h1", "1": "h2"}
 
@@ -48,3 +48,35 @@ def test_a_peer_that_went_silent_is_named_from_the_ranks_that_waited_for_it() ->
              "[0]<stderr>:Horovod has been shut down.", "Process 0 exit with status code 1."]
     assert explain(lines) == ("rank 1 on h2 stopped responding: rank 0 on h1 waited 30 s for it and gave up (a frozen "
                               "process or an unreachable host)", True)
+
+
+def test_mpiruns_tags_read_as_horovodruns() -> None:
+    assert horovodrun_line("[1,0]<stdout>:epoch 1: loss=0.5[1,0]<stdout>:") == "[0]<stdout>:epoch 1: loss=0.5"
+    assert horovodrun_line("[7,12]<stderr>:ValueError: x") == "[12]<stderr>:ValueError: x"
+    assert horovodrun_line("mpirun noticed that process rank 1") == "mpirun noticed that process rank 1"
+
+
+def test_mpiruns_own_report_names_the_failed_rank() -> None:
+    killed = ["[0]<stdout>:epoch 2: loss=0.5", "-" * 74,
+              "mpirun noticed that process rank 1 with PID 10745 on node h2 exited on signal 9 (Killed).", "-" * 74]
+    assert explain(killed) == ("rank 1 on h2 was killed by signal SIGKILL (exit -9)", True)
+    raised = ["[1]<stderr>:ValueError: shard 3 is unreadable", "mpirun detected that one or more processes exited with",
+              "non-zero status, thus causing", "  Process name: [[35713,1],1]", "  Exit code:    1"]
+    assert explain(raised) == ("rank 1 on h2 failed (exit 1): ValueError: shard 3 is unreadable", False)
+
+
+def test_a_remote_rank_lost_with_its_ssh_connection_is_named_and_retried() -> None:
+    lines = ["[0]<stderr>:UnknownError: Horovod has been shut down.", "Process 1 exit with status code 255."]
+    assert explain(lines) == ("rank 1 on h2 ended without an exit status (ssh exit 255): its process was killed or "
+                              "its host was lost", True)
+
+
+def test_a_rank_silent_past_the_limit_is_named_and_heartbeats_keep_a_rank_alive() -> None:
+    output = RankOutput(HOSTS)
+    output.last_heard["1"] -= 30  # rank 1 last heard from 30 s ago
+    output.add("[0]<stdout>:ringflow_heartbeat")
+    assert output.silence(20) == ("rank 1 on h2 stopped responding: no sign of life from it for 30 s (a frozen "
+                                  "process or an unreachable host)")
+    output.add("[1]<stdout>:ringflow_heartbeat")
+    assert output.silence(20) is None and "ringflow_heartbeat" not in output.tails["1"]
+    assert is_heartbeat("[1]<stdout>:ringflow_heartbeat") and not is_heartbeat("[1]<stdout>:epoch 1: loss=0.5")

@@ -1,0 +1,24 @@
+"""Rank 0's metric lines reach the run's MLflow run through the head node, and stay off the console."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.launch.metrics_relay import relay_metrics
+from trainer.metrics_sink import metrics_line
+
+
+def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    run_id = client.create_run(client.create_experiment("relay")).info.run_id
+    shown: list[str] = []
+    handle = relay_metrics(run_id, shown.append)
+    for epoch, loss in enumerate((0.9, 0.4)):
+        handle(f"[0]<stdout>:epoch {epoch + 1}: loss={loss}")
+        handle("[0]<stdout>:" + metrics_line(epoch, {"loss": loss, "accuracy": 1 - loss}))
+    assert shown == ["[0]<stdout>:epoch 1: loss=0.9", "[0]<stdout>:epoch 2: loss=0.4"]
+    history = client.get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 0.9), (1, 0.4)]

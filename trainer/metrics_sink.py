@@ -1,8 +1,11 @@
-"""Rank 0's metrics leave the process as output lines: the launcher, which reads every line of the job, logs them to
-the run's MLflow run. So no training process needs to reach MLflow, wherever it runs."""
+"""Where rank 0's epoch metrics go. With the launcher's filesystem (MLFLOW_RUN_ID given): straight into the run,
+as each epoch ends, so the epochs a run checkpointed are logged even when the launcher died first. On a host without
+it: as output lines (`ringflow_metrics {...}`) that the launcher logs, so such a host never needs to reach MLflow."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Callable
 
 METRICS_LINE_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
@@ -17,6 +20,20 @@ def print_epoch_metrics(epoch: int, metrics: dict[str, float]) -> None:
     print(metrics_line(epoch, metrics), flush=True)
 
 
+def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
+    """Each epoch's metrics into the MLflow run `run_id` (the store in MLFLOW_TRACKING_URI)."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient()
+
+    def log_epoch(epoch: int, metrics: dict[str, float]) -> None:
+        stamp = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(key, value, stamp, epoch) for key, value in metrics.items()])
+
+    return log_epoch
+
+
 def metric_sink() -> Callable[[int, dict[str, float]], None]:
     """What the reporting process hands each epoch's metrics to."""
-    return print_epoch_metrics
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    return mlflow_epoch_logger(run_id) if run_id else print_epoch_metrics

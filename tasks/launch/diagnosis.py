@@ -113,7 +113,7 @@ class RankOutput:
     def _mpirun_report(self, line: str) -> None:
         """mpirun's own account of a rank that failed: a signal, or the first non-zero exit code."""
         if signalled := MPI_SIGNALLED.search(line):
-            self.exited(signalled["rank"], -int(signalled["signal"]))
+            self.exited(signalled["rank"], 128 + int(signalled["signal"]))  # as Gloo's launcher reports it
         elif first := MPI_FIRST_FAILED.search(line):
             self.mpi_failed_rank = first["rank"]
         elif (code := MPI_EXIT_CODE.match(line)) and self.mpi_failed_rank is not None:

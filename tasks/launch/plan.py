@@ -19,13 +19,15 @@ from tasks.launch.processes import Process
 from tasks.launch.watch import JobLimits
 from tasks.params import Params
 from tasks.paths import ROOT
+from tasks.tracking.mlflow_store import tracking_uri
 from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
 from trainer.heartbeat import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 # ssh passes almost none of the environment: what a process started on another host needs, named
-FORWARDED_OVER_SSH = ("TF_CONFIG", "PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
+FORWARDED_OVER_SSH = ("TF_CONFIG", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
+                      "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
 
 
 def trainer_command(config_file: Path) -> list[str]:
@@ -59,13 +61,16 @@ def horovod_command(params: Params, controller: str, config_file: Path) -> list[
             *train.horovodrun_args, *trainer_command(config_file)]
 
 
-def rank_environment() -> dict[str, str]:
-    """The environment each process inherits: this checkout on the path, unbuffered output (rank 0's metrics
-    reach MLflow through its lines, so no process needs the MLflow store)."""
+def rank_environment(run_id: str | None = None) -> dict[str, str]:
+    """The environment each process inherits: this checkout on the path, unbuffered output, and the MLflow store
+    and run when rank 0 shares this machine's filesystem (None: rank 0 prints its metrics for the launcher)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    for key in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI"):
-        env.pop(key, None)
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               MLFLOW_TRACKING_URI=tracking_uri())
+    if run_id:
+        env["MLFLOW_RUN_ID"] = run_id
+    else:
+        env.pop("MLFLOW_RUN_ID", None)
     return env
 
 

@@ -116,14 +116,16 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
     """Preflight, launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
 
     The job resumes from the latest checkpoint in checkpoint_dir when it holds one of the same config and code.
-    Rank 0's metric lines go to the MLflow run `run_id` (when given).
+    Rank 0 logs to the MLflow run `run_id` (when given), through its output lines when hosts do not share this
+    machine's filesystem.
     """
     check = check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
-        processes = launch_plan(params, check.controller, config_file, rank_environment())
+        direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
+        processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id))
         for process in processes:
             on_line("launching: " + " ".join(process.command))
         run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))

@@ -59,7 +59,7 @@ def test_mpiruns_tags_read_as_horovodruns() -> None:
 def test_mpiruns_own_report_names_the_failed_rank() -> None:
     killed = ["[0]<stdout>:epoch 2: loss=0.5", "-" * 74,
               "mpirun noticed that process rank 1 with PID 10745 on node h2 exited on signal 9 (Killed).", "-" * 74]
-    assert explain(killed) == ("rank 1 on h2 was killed by signal SIGKILL (exit -9)", True)
+    assert explain(killed) == ("rank 1 on h2 was killed by signal SIGKILL (exit 137)", True)
     raised = ["[1]<stderr>:ValueError: shard 3 is unreadable", "mpirun detected that one or more processes exited with",
               "non-zero status, thus causing", "  Process name: [[35713,1],1]", "  Exit code:    1"]
     assert explain(raised) == ("rank 1 on h2 failed (exit 1): ValueError: shard 3 is unreadable", False)

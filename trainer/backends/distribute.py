@@ -146,7 +146,8 @@ def train(config: TrainerConfig) -> None:
     check_epochs_left(started, train_params.epochs)
     if started and lead:
         print(f"resuming from checkpoint at epoch {started}", flush=True)
-    callbacks = [CheckpointEveryEpoch(checkpoints)] + (session.reporting_callbacks(config, run) if lead else [])
+    # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
+    callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
     history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
                         steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
                         **validation_args(config, run))

@@ -119,9 +119,9 @@ def train(config: TrainerConfig) -> None:
         logs = run_epoch(loop, batches, val_data, run)
         for key, value in logs.items():
             history.setdefault(key, []).append(float(value))
-        checkpoints.save(epoch + 1)
-        if lead:
+        if lead:  # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
             session.report_epoch(epoch, logs, sink, writer)
+        checkpoints.save(epoch + 1)
     session.print_weights_digest(loop.model, f"task={task_type}:{task_index}")
     out_dir = job.out_dir if lead else Path(tempfile.mkdtemp())
     session.save_results(config, loop.model, run, history, out_dir, started)

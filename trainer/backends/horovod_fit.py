@@ -27,13 +27,14 @@ def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
 
 
 def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, checkpoints: Checkpoints) -> list:
-    """Callbacks every rank runs, then rank 0's checkpointing and reporting."""
+    """Callbacks every rank runs, then rank 0's reporting and checkpointing (the epoch's metrics out before its
+    checkpoint: a resume never skips an unlogged epoch)."""
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
     every_rank = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: rank 0's weights everywhere
                   MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
     if rank != 0:  # Horovod: only rank 0 checkpoints and reports
         return every_rank
-    return every_rank + [CheckpointEveryEpoch(checkpoints)] + session.reporting_callbacks(config, run)
+    return every_rank + session.reporting_callbacks(config, run) + [CheckpointEveryEpoch(checkpoints)]
 
 
 def train(config: TrainerConfig) -> None:

@@ -116,9 +116,9 @@ def train(config: TrainerConfig) -> None:
         logs = run_epoch(loop, train_batches, val_data, run, first=epoch == started)
         for key, value in logs.items():
             history.setdefault(key, []).append(float(value))
-        if lead:
-            checkpoints.save(epoch + 1)
+        if lead:  # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
             session.report_epoch(epoch, logs, sink, writer)
+            checkpoints.save(epoch + 1)
     session.print_weights_digest(loop.model, f"rank={rank}")  # Horovod: every rank, to compare
     if lead:
         session.save_results(config, loop.model, run, history, config.job.out_dir, started)

@@ -63,7 +63,7 @@ class TrainParams(Section):
     np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
     hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
-    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: Gloo while built, else MPI
+    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI when built and mpirun exists, else Gloo
     shared_fs: Literal["auto"] | bool = "auto"  # the hosts see this checkout's files; auto: asked of each host
     network_interface: str | None = None  # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one
     horovodrun_args: list[str] = []  # passed through to horovodrun

@@ -35,13 +35,9 @@ def check_build_report() -> str:
 
 
 def controller(train: TrainParams, report: str) -> str:
-    """'mpi' or 'gloo': the requested one; auto takes Gloo while it is built (with MPI, ranks die with a killed
-    launcher at once, and a run interrupted between its checkpoint and its epoch's metrics resumes with a gap in
-    MLflow), else MPI when Horovod has it and mpirun exists."""
+    """'mpi' or 'gloo': the requested one, or for auto MPI when Horovod has it and mpirun exists."""
     if train.controller != "auto":
         return train.controller
-    if "[X] Gloo" in report.split("Available Tensor Operations")[0]:
-        return "gloo"
     return "mpi" if "[X] MPI" in report and shutil.which("mpirun") else "gloo"
 
 

@@ -3,11 +3,13 @@ can tell a frozen process or a lost host (silent) from a busy one (a rank waitin
 Neither Horovod's stall check nor MPI notices a peer that stopped: the collectives just wait."""
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
 
 HEARTBEAT_LINE = "ringflow_heartbeat"
+HEARTBEAT_END_LINE = "ringflow_heartbeat_end"  # the process is ending of its own accord: no more beats to expect
 HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0: no heartbeat
 
 
@@ -22,3 +24,4 @@ def start_heartbeat() -> None:
     seconds = float(os.environ.get(HEARTBEAT_ENV) or 0)
     if seconds > 0:
         threading.Thread(target=_beat, args=(seconds,), name="heartbeat", daemon=True).start()
+        atexit.register(print, HEARTBEAT_END_LINE, flush=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.launch.hosts import is_local
-from trainer.heartbeat import HEARTBEAT_LINE
+from trainer.heartbeat import HEARTBEAT_END_LINE, HEARTBEAT_LINE
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
 MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
@@ -36,8 +36,8 @@ def horovodrun_line(line: str) -> str:
 
 
 def is_heartbeat(line: str) -> bool:
-    """A training process's sign of life (kept from the console)."""
-    return line.endswith(HEARTBEAT_LINE) and (line == HEARTBEAT_LINE or line.endswith(">:" + HEARTBEAT_LINE))
+    """A training process's sign of life, or its last (kept from the console)."""
+    return line.split(">:", 1)[-1] in (HEARTBEAT_LINE, HEARTBEAT_END_LINE)
 
 
 def is_noise(line: str) -> bool:
@@ -98,7 +98,9 @@ class RankOutput:
         rank, text = (match["rank"], match["text"]) if match else ("launcher", line)
         if rank in self.last_heard:
             self.last_heard[rank] = time.monotonic()
-        if text == HEARTBEAT_LINE:
+        if text == HEARTBEAT_END_LINE:  # a rank done before the others (rank 0 still saving) is not silent
+            self.last_heard.pop(rank, None)
+        if text in (HEARTBEAT_LINE, HEARTBEAT_END_LINE):
             return
         self.tails[rank].append(text)
         if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":

@@ -80,3 +80,6 @@ def test_a_rank_silent_past_the_limit_is_named_and_heartbeats_keep_a_rank_alive(
     output.add("[1]<stdout>:ringflow_heartbeat")
     assert output.silence(20) is None and "ringflow_heartbeat" not in output.tails["1"]
     assert is_heartbeat("[1]<stdout>:ringflow_heartbeat") and not is_heartbeat("[1]<stdout>:epoch 1: loss=0.5")
+    output.last_heard["1"] -= 30
+    output.add("[1]<stdout>:ringflow_heartbeat_end")  # rank 1 ended of its own accord
+    assert output.silence(20) is None

@@ -108,9 +108,15 @@ wait_for_ssh() {  # $1: host name
   die "$1 does not answer ssh (see $STATE/$1/sshd.log)"
 }
 
-up() {
-  local count="${1:-2}" private=0
-  [ "${2:-}" = "--private" ] && private=1
+up() {  # [N] [--private], in either order
+  local count=2 private=0 arg
+  for arg in "$@"; do
+    case "$arg" in
+      --private) private=1 ;;
+      *[!0-9]*|"") die "up: unknown argument $arg" ;;
+      *) count="$arg" ;;
+    esac
+  done
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
   [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
   [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
@@ -141,7 +147,7 @@ down() {
 }
 
 case "${1:-}" in
-  up) up "${2:-2}" "${3:-}" ;;
+  up) shift; up "$@" ;;
   down) down ;;
   status) hosts_up ;;
   *) die "usage: scripts/testcluster.sh up [N] [--private] | down | status" ;;

@@ -12,7 +12,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
-from trainer.config import InputParams, Section, TrainParams
+from trainer.config import InputParams, Section, TrainParams, literal_words
 
 DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
 
@@ -87,10 +87,20 @@ class Params(Section):
                 for section, values in self.model_dump().items() for key, value in values.items()}
 
 
+def _union_choices(section: str, name: str) -> str:
+    """What a word-or-boolean field takes, in words: `'auto', true or false`."""
+    annotation = Params.model_fields[section].annotation.model_fields[name].annotation
+    words = [repr(word) for word in literal_words(annotation)] + ["true", "false"]
+    return ", ".join(words[:-1]) + f" or {words[-1]}"
+
+
 def _one_line(error: ValidationError) -> str:
     first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
+    loc = first["loc"]
     message = first["msg"].removeprefix("Value error, ")
+    if len(loc) == 3 and isinstance(loc[2], str):  # a union's member (`literal['auto']`, `bool`): the field's choices
+        loc, message = loc[:2], f"Input should be {_union_choices(*loc[:2])}"
+    where = ".".join(str(part) for part in loc)
     value = first.get("input")
     extra = "" if isinstance(value, dict) or repr(value) in message else f" (got {value!r})"
     return f"bad parameter {where}: {message}{extra}"

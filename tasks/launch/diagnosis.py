@@ -167,11 +167,12 @@ class RankOutput:
                 return RankFailed(f"{self.who(rank)} was killed by the out-of-memory killer (exit {code}, {name}): "
                                   f"lower train.batch_size or input.image_size", retryable=False)
             return RankFailed(f"{self.who(rank)} was killed by signal {name} (exit {code})", retryable=True)
-        if code == SSH_LOST and not is_local(self.hosts.get(rank, "localhost")):
+        own_error = self.error_line(rank)
+        if code == SSH_LOST and own_error is None and not is_local(self.hosts.get(rank, "localhost")):
             return RankFailed(f"{self.who(rank)} ended without an exit status (ssh exit 255): its process was killed "
                               f"or its host was lost", retryable=True)
         others = (self.error_line(r) for r in self.tails if r not in (rank, "launcher"))
-        error = self.error_line(rank) or next((line for line in others if line), None)
+        error = own_error or next((line for line in others if line), None)
         if error:
             transient = bool(TRANSIENT.search(error))
             return RankFailed(f"{self.who(rank)} failed (exit {code}): {error}", retryable=transient)

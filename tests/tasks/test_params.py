@@ -13,6 +13,7 @@ BAD_VALUES = [
     ("batch_size=0", "bad parameter train.batch_size: Input should be greater than or equal to 1"),
     ("train.epochs=0", "bad parameter train.epochs: Input should be greater than or equal to 1"),
     ("epochz=3", "bad parameter epochz: no such parameter"),
+    ("shared_fs=maybe", "bad parameter train.shared_fs: Input should be 'auto', true or false (got 'maybe')"),
 ]
 
 

@@ -42,7 +42,19 @@ def convert_step(params: Params, on_line: Callable[[str], None] = print) -> bool
     result = prepare(params.data, PREPARED_DIR)
     on_line(f"prepare skipped: {PREPARED_DIR} is up to date with {params.data.dataset} and the data params"
             if result.skipped else f"prepared {params.data.dataset} into {PREPARED_DIR}")
+    if line := left_out_line(result.manifest, PREPARED_DIR):
+        on_line(line)
     return result.skipped
+
+
+def left_out_line(manifest: dict[str, Any], data_dir: Path) -> str | None:
+    """The images data.bad_images: skip left out of the data, in one line (None: none)."""
+    left_out = manifest.get("skipped")
+    if not left_out:
+        return None
+    names = ", ".join(bad["file"] for bad in left_out[:3]) + (", ..." if len(left_out) > 3 else "")
+    return (f"{len(left_out)} image(s) left out because they cannot be decoded (data.bad_images: skip), listed in "
+            f"{data_dir / 'manifest.json'}: {names}")
 
 
 def validate_step(data_dir: Path = PREPARED_DIR) -> Report:

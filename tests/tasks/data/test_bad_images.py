@@ -13,6 +13,7 @@ from tasks.data.prepare import prepare
 from tasks.data.source_data import SourceError
 from tasks.data.validate import validate
 from tasks.params import DataParams
+from tasks.steps import left_out_line
 from tests.helpers import read_split
 from trainer.prepared_data import SPLITS, read_manifest
 
@@ -71,6 +72,8 @@ def test_bad_files_are_left_out_and_listed_with_skip(tmp_path: Path) -> None:
     assert "not an image" in reasons["notes.jpg"] and reasons["truncated.jpg"].startswith("OSError")
     assert sum(manifest["splits"][split]["count"] for split in SPLITS) == 12
     assert validate(tmp_path / "prepared")["skipped_images"] == manifest["skipped"]
+    line = left_out_line(manifest, tmp_path / "prepared")  # what the pipeline prints
+    assert line.startswith("4 image(s) left out because they cannot be decoded (data.bad_images: skip), listed in ")
 
 
 def odd_formats(root: Path) -> None:

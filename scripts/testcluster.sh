@@ -41,11 +41,14 @@ make_bridge() {
 
 private_view() {  # $1: the host's state dir; prints the commands that give it its own data, outputs, mlruns, /tmp
   local dir="$1" name
+  # a /tmp of its own; the checkout (which may itself lie in /tmp) held aside and put back at its path
+  mkdir -p "$dir/checkout"
+  printf 'mount --rbind %q %q && mount -t tmpfs tmpfs /tmp && ' "$CHECKOUT" "$dir/checkout"
+  printf 'mkdir -p %q && mount --rbind %q %q && ' "$CHECKOUT" "$dir/checkout" "$CHECKOUT"
   for name in "${PRIVATE_DIRS[@]}"; do
     mkdir -p "$dir/disk/$name" "$CHECKOUT/$name"
     printf 'mount --bind %q %q && ' "$dir/disk/$name" "$CHECKOUT/$name"
   done
-  printf 'mount -t tmpfs tmpfs /tmp && '
 }
 
 make_host() {  # $1: index, $2: 1 for a private filesystem view

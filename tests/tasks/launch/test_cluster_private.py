@@ -28,8 +28,9 @@ def private_cluster() -> Iterator[list[str]]:
 def mlflow_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, str]:
     """A client on a store of the test's own, and a run in it."""
     from mlflow.tracking import MlflowClient
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    client = MlflowClient()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the store ringflow's side logs to
+    client = MlflowClient(tracking_uri=uri)  # not mlflow's global one, which another test may have set
     return client, client.create_run(client.create_experiment("private")).info.run_id
 
 

@@ -11,8 +11,9 @@ from trainer.metrics_sink import metrics_line
 
 def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    client = MlflowClient()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the store ringflow's side logs to
+    client = MlflowClient(tracking_uri=uri)  # not mlflow's global one, which another test may have set
     run_id = client.create_run(client.create_experiment("relay")).info.run_id
     shown: list[str] = []
     handle = relay_metrics(run_id, shown.append)

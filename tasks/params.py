@@ -6,10 +6,10 @@ train and input sections in trainer/config.py (the processes validate their file
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
 from trainer.config import InputParams, Section, TrainParams, literal_words
@@ -94,11 +94,17 @@ def _union_choices(section: str, name: str) -> str:
     return ", ".join(words[:-1]) + f" or {words[-1]}"
 
 
+def _word_field(section: str, name: str) -> bool:
+    """Whether a field takes words (a Literal, possibly or a boolean)."""
+    fields = Params.model_fields
+    return section in fields and bool(literal_words(fields[section].annotation.model_fields[name].annotation))
+
+
 def _one_line(error: ValidationError) -> str:
     first = error.errors()[0]
     loc = first["loc"]
     message = first["msg"].removeprefix("Value error, ")
-    if len(loc) == 3 and isinstance(loc[2], str):  # a union's member (`literal['auto']`, `bool`): the field's choices
+    if len(loc) == 3 and isinstance(loc[2], str) and _word_field(*loc[:2]):  # a union's member (`literal['auto']`, `bool`): the field's choices
         loc, message = loc[:2], f"Input should be {_union_choices(*loc[:2])}"
     where = ".".join(str(part) for part in loc)
     value = first.get("input")
@@ -111,16 +117,23 @@ def _text_field(annotation: Any) -> bool:
     return annotation in (str, str | None)
 
 
+def _takes_mapping(annotation: Any) -> bool:
+    """Whether a field holds a nested section (e.g. train.elastic), possibly optional."""
+    members = get_args(annotation) or (annotation,)
+    return any(isinstance(member, type) and issubclass(member, BaseModel) for member in members)
+
+
 def _parse_value(text: str, annotation: Any = Any) -> Any:
-    """A command-line value as YAML reads it (`3`, `true`, `null`, `[1, 2]`); a mapping (`tfds:`) stays text, and so
-    does any value of a text field (a run id of digits stays a string; `null` still means None)."""
+    """A command-line value as YAML reads it (`3`, `true`, `null`, `[1, 2]`, `{min_np: 1, max_np: 2}` for a nested
+    section); any other mapping stays text, and so does any value of a text field (a run id of digits stays a
+    string; `null` still means None)."""
     if _text_field(annotation):
         return None if text.strip() in ("null", "~") and annotation != str else text
     try:
         value = yaml.safe_load(text) if text.strip() else text
     except yaml.YAMLError:
         return text
-    return text if isinstance(value, dict) else value
+    return text if isinstance(value, dict) and not _takes_mapping(annotation) else value
 
 
 def _full_key(key: str) -> tuple[str, str]:

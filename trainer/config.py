@@ -11,7 +11,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from trainer.backends import BACKENDS
 from trainer.models import MODEL_CATALOG
@@ -57,16 +57,35 @@ class InputParams(Section):
     cache: Literal["auto"] | bool = "auto"  # decoded training images in memory; auto: when they fit well
 
 
+class ElasticParams(Section):
+    """Horovod's elastic mode: ranks come and go with the hosts, training goes on between min_np and max_np."""
+    min_np: int = Field(1, ge=1)  # fewer ranks than this: wait for hosts (horovodrun --elastic-timeout), then fail
+    max_np: int = Field(..., ge=1)  # never more ranks than this, however many hosts are found
+    discovery_script: str | None = None  # prints `host:slots` lines; None: the hosts of train.hosts / hostfile
+    # that answer ssh
+    cooldown_seconds: tuple[int, int] = (10, 300)  # a host whose rank failed is left out this long, then retried
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ElasticParams":
+        if self.min_np > self.max_np:
+            raise ValueError(f"min_np {self.min_np} exceeds max_np {self.max_np}")
+        low, high = self.cooldown_seconds
+        if not 1 <= low <= high <= 3600:
+            raise ValueError("cooldown_seconds needs 1 <= low <= high <= 3600 (Horovod's limits)")
+        return self
+
+
 class TrainParams(Section):
     """How the model is trained and distributed."""
     backend: Backend = "horovod"  # type: ignore[valid-type]
     np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
     hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
-    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI when built and mpirun exists, else Gloo
+    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI if built and mpirun exists (not elastic), else Gloo
     shared_fs: Literal["auto"] | bool = "auto"  # the hosts see this checkout's files; auto: asked of each host
     network_interface: str | None = None  # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one
     horovodrun_args: list[str] = []  # passed through to horovodrun
+    elastic: ElasticParams | None = None  # {min_np, max_np}: Horovod's elastic mode (Gloo); np is the start size
     num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers
     model: str = "cnn"
     epochs: int = Field(20, ge=1)
@@ -93,6 +112,13 @@ class TrainParams(Section):
         if value not in MODEL_CATALOG:
             raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_CATALOG))}")
         return value
+
+    @model_validator(mode="after")
+    def _np_within_elastic_range(self) -> "TrainParams":
+        if self.elastic and not self.elastic.min_np <= self.np <= self.elastic.max_np:
+            raise ValueError(f"np {self.np} (the start size) is outside elastic min_np {self.elastic.min_np} .. "
+                             f"max_np {self.elastic.max_np}")
+        return self
 
     @field_validator("scaling_np")
     @classmethod

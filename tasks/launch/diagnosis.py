@@ -15,6 +15,7 @@ from trainer.heartbeat import HEARTBEAT_END_LINE, HEARTBEAT_LINE
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
 MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
 RANK_LINE = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
+RANK_PLACED = re.compile(r"^rank \d+ of \d+ on (?P<host>\S+)$")  # each rank's first line: where it runs
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
@@ -103,6 +104,8 @@ class RankOutput:
         if text in (HEARTBEAT_LINE, HEARTBEAT_END_LINE):
             return
         self.tails[rank].append(text)
+        if match and (placed := RANK_PLACED.match(text)) and not is_local(placed["host"]):
+            self.hosts[rank] = placed["host"]  # where it really runs (elastic: on any host listed)
         if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":
             self.exited(exited["rank"], int(exited["code"]))
         if (missing := STALL_MISSING.match(text)) and missing["rank"] not in self.stalled:

@@ -13,6 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
+from tasks.launch.elastic import discovery_script, elastic_arguments, elastic_interface
 from tasks.launch.hosts import SSH_OPTIONS, head_address, is_local
 from tasks.launch.preflight import host_slots
 from tasks.launch.processes import Process
@@ -45,9 +46,11 @@ def stall_arguments(stall_seconds: int) -> list[str]:
 
 
 def rank_hosts(params: Params) -> tuple[str, ...]:
-    """The host of each rank, in rank order (horovodrun fills each host's slots in turn)."""
-    slots = host_slots(params.train)
-    return tuple(host for host, count in slots.items() for _ in range(count))[: params.train.np]
+    """The host of each rank, in rank order (horovodrun fills each host's slots in turn); elastic: of every rank
+    there may be."""
+    slots, elastic = host_slots(params.train), params.train.elastic
+    return tuple(host for host, count in slots.items() for _ in range(count))[: elastic.max_np if elastic else
+                                                                                params.train.np]
 
 
 def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
@@ -55,9 +58,13 @@ def horovod_command(params: Params, controller: str, config_file: Path) -> list[
     train = params.train
     where = ["-hostfile", train.hostfile] if train.hostfile else \
         ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
+    interface = train.network_interface
+    if train.elastic:  # Horovod: the hosts come from the discovery script
+        where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
+        interface = elastic_interface(train, host_slots(train))
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
     return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
-            *(["--network-interface", train.network_interface] if train.network_interface else []),
+            *(["--network-interface", interface] if interface else []),
             *train.horovodrun_args, *trainer_command(config_file)]
 
 

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.launch.elastic import elastic_problem
 from tasks.launch.hosts import probe_remote_hosts, remote_host_problem
 from tasks.launch.shipping import data_key, hosts_without_shared_fs, shared_fs_problem
 from tasks.params import Params
@@ -38,6 +39,8 @@ def controller(train: TrainParams, report: str) -> str:
     """'mpi' or 'gloo': the requested one, or for auto MPI when Horovod has it and mpirun exists."""
     if train.controller != "auto":
         return train.controller
+    if train.elastic:  # Horovod's elastic mode runs on Gloo only
+        return "gloo"
     return "mpi" if "[X] MPI" in report and shutil.which("mpirun") else "gloo"
 
 
@@ -119,8 +122,10 @@ def preflight_launch(params: Params, data_dir: Path = PREPARED_DIR) -> LaunchChe
     problem = remote_host_problem(slots, horovod, answers) or shared_fs_problem(params.train.shared_fs, answers)
     if problem:
         raise PreflightError(problem)
-    controller = check_horovod(params.train) if horovod else None
     unshared = hosts_without_shared_fs(params.train.shared_fs, answers)
+    if problem := elastic_problem(params.train, unshared):
+        raise PreflightError(problem)
+    controller = check_horovod(params.train) if horovod else None
     key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
     return LaunchCheck(controller, unshared, tuple(host for host in unshared if answers[host]["data_key"] == key))
 

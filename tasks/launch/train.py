@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
+from tasks.launch.elastic import write_discovery_script
 from tasks.launch.hosts import stop_remote_processes
 from tasks.launch.metrics_relay import relay_metrics
 from tasks.launch.plan import launch_plan, rank_environment
-from tasks.launch.preflight import LaunchCheck, PreflightError, check_launch
+from tasks.launch.preflight import LaunchCheck, PreflightError, check_launch, host_slots
 from tasks.launch.processes import JobLimits, Process, run_processes
 from tasks.launch.shipping import Shipment, bring_back, ship_inputs
 from tasks.params import Params
@@ -81,7 +82,8 @@ def write_trainer_config(params: Params, job: JobSpec) -> Path:
 
 def job_limits(params: Params) -> JobLimits:
     timeout = params.train.timeout_minutes
-    return JobLimits(params.train.stall_timeout_seconds, timeout * 60 if timeout else None)
+    return JobLimits(params.train.stall_timeout_seconds, timeout * 60 if timeout else None,
+                     silence_ends_job=params.train.elastic is None)
 
 
 def lead_host(processes: list[Process]) -> str:
@@ -124,6 +126,8 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
+        if params.train.elastic and not params.train.elastic.discovery_script:
+            write_discovery_script(host_slots(params.train), work_dir)
         direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
         processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id))
         for process in processes:

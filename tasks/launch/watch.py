@@ -17,9 +17,11 @@ STOPPED_STATES = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 @dataclass(frozen=True)
 class JobLimits:
     """stall_seconds: a rank whose process is stopped this long ends the job (0: never); timeout_seconds: the
-    whole job's limit (None: none)."""
+    whole job's limit (None: none); silence_ends_job: a silent rank ends the job (not in elastic mode, where ranks
+    leave and Horovod carries on without them)."""
     stall_seconds: float = 0
     timeout_seconds: float | None = None
+    silence_ends_job: bool = True
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -80,7 +82,8 @@ class JobWatch:
             self.retryable = False
             return True
         if self.limits.stall_seconds:
-            self.verdict = self._stopped_rank(now) or silence(self.limits.silence_seconds)
+            self.verdict = self._stopped_rank(now) or \
+                (silence(self.limits.silence_seconds) if self.limits.silence_ends_job else None)
         return self.verdict is not None
 
     def _stopped_rank(self, now: float) -> str | None:

@@ -31,4 +31,6 @@ def run(config: Any) -> None:
         import os
         # oneDNN's CPU kernels fail evaluating on the second logical CPU device (TF 2.21); GPUs are unaffected.
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    importlib.import_module(BACKEND_MODULES[backend]).train(config)
+    module = "trainer.backends.horovod_elastic" if backend == "horovod" and config.train.elastic \
+        else BACKEND_MODULES[backend]  # Horovod's elastic loop around the same Keras fit
+    importlib.import_module(module).train(config)

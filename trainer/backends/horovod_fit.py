@@ -26,12 +26,15 @@ def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
     return model
 
 
-def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, checkpoints: Checkpoints) -> list:
+def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, checkpoints: Checkpoints,
+              broadcast: bool = True) -> list:
     """Callbacks every rank runs, then rank 0's reporting and checkpointing (the epoch's metrics out before its
-    checkpoint: a resume never skips an unlogged epoch)."""
+    checkpoint: a resume never skips an unlogged epoch). broadcast: rank 0's weights to all at the first batch
+    (not in elastic mode, whose state sync does it)."""
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
-    every_rank = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: rank 0's weights everywhere
-                  MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
+    every_rank = [MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
+    if broadcast:
+        every_rank.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))  # Horovod: rank 0's weights
     if rank != 0:  # Horovod: only rank 0 checkpoints and reports
         return every_rank
     return every_rank + session.reporting_callbacks(config, run) + [CheckpointEveryEpoch(checkpoints)]

@@ -83,3 +83,12 @@ def test_a_rank_silent_past_the_limit_is_named_and_heartbeats_keep_a_rank_alive(
     output.last_heard["1"] -= 30
     output.add("[1]<stdout>:ringflow_heartbeat_end")  # rank 1 ended of its own accord
     assert output.silence(20) is None
+
+
+def test_a_failure_names_the_host_the_rank_said_it_runs_on() -> None:
+    """Elastic ranks run on whichever hosts the discovery found, not in the listed order."""
+    output = RankOutput({"0": "h1", "1": "h2"})
+    for line in ["[0]<stdout>:rank 0 of 2 on h2", "[1]<stdout>:rank 1 of 2 on h1",
+                 "[0]<stderr>:ValueError: shard 3 is unreadable", "Process 0 exit with status code 1."]:
+        output.add(line)
+    assert str(output.failure(JobReport(1, None, True, 0, 1.0))) == "rank 0 on h2 failed (exit 1): ValueError: shard 3 is unreadable"

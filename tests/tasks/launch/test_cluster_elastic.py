@@ -1,0 +1,78 @@
+"""Elastic training on the test cluster: a host goes down mid-training (its rank killed, its link cut), training
+goes on with the other and, once the host answers again, scales back up to both."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tasks.launch.train import train
+from tasks.outputs.evaluate import evaluate
+from tasks.params import InputParams, Params, TrainParams
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
+from trainer.config import ElasticParams
+
+pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod's elastic driver across them
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[str]]:
+    yield from cluster_up()
+
+
+def set_link(host: str, state: str) -> None:
+    """The host's only network link down, as a pulled cable would, or up again with its default route (which went
+    with the link)."""
+    namespace = ["ip", "-n", f"rf-{host}"]
+    subprocess.run([*namespace, "link", "set", "eth0", state], check=True)
+    if state == "up":
+        subprocess.run([*namespace, "route", "replace", "default", "via", "10.77.0.1"], check=True)
+
+
+class HostOutage:
+    """Collects the job's lines; takes h2 down once an epoch trained on both hosts is reported, and brings it back
+    once training has gone on without it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.down = self.back = False
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        if not self.down and re.search(r"epoch 2: .*world_size=2\b", line):
+            self.down = True
+            for pid in ranks_on("h2"):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(1)  # the peers hear of the ended connections before the link goes
+            set_link("h2", "down")
+        elif self.down and not self.back and "elastic: 1 ranks train" in line:
+            self.back = True
+            set_link("h2", "up")
+
+
+def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[str], digits_data: Path,
+                                                                tmp_path: Path) -> None:
+    elastic = ElasticParams(min_np=1, max_np=2, cooldown_seconds=(1, 5))
+    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=20, tensorboard=False, elastic=elastic),
+                    input=InputParams(image_size=48))
+    outage = HostOutage()
+    try:
+        result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, outage)
+    finally:
+        set_link("h2", "up")
+    text = "\n".join(outage.lines)
+    starts = [(int(size), int(epoch)) for size, epoch in re.findall(r"elastic: (\d) ranks train from epoch (\d+)", text)]
+    assert starts[0] == (2, 1) and (1, 3) in starts, text[-3000:]  # one epoch lost at most: epoch 2 was committed
+    assert starts[-1][0] == 2 and starts[-1][1] > 3, starts  # h2 back: both ranks again
+    sizes = result.summary["history"]["world_size"]
+    assert len(sizes) == 20 and sizes[:2] == [2, 2] and 1 in sizes and sizes[-1] == 2, sizes
+    digests = re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", text)
+    assert len(digests) == 2 and digests[0] == digests[1], text[-3000:]  # the last ring's two ranks agree
+    assert ranks_on("h1") == [] and ranks_on("h2") == []
+    assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8

@@ -1,0 +1,98 @@
+"""Backend `horovod` with train.elastic: the same Keras fit inside Horovod's elastic loop (hvd.elastic.run with a
+KerasState on tf-keras), the state committed at the end of every epoch.
+
+When a host is lost, the ranks left go back to the last commit; when one is added, all stop at the next commit.
+Either way Horovod forms the ring anew and every rank remakes its plan for the new size before fitting on: its share
+of the data, the steps per epoch and the scaled learning rate. A rank that joins late runs no collective before the
+state sync (that would deadlock the others): it gets rank 0's weights, optimizer state and epoch from the sync.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+
+from trainer import session
+from trainer.backends import horovod_common, horovod_fit
+from trainer.checkpoints import Checkpoints
+from trainer.config import TrainerConfig
+from trainer.data import rank_dataset, rank_record_count
+
+
+class RanksInLogs(tf.keras.callbacks.Callback):
+    """Adds `world_size` (the ranks that trained the epoch) to the epoch's metrics."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self._size = size
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        if logs is not None:
+            logs["world_size"] = float(self._size)
+
+
+class CommitEveryEpoch(tf.keras.callbacks.Callback):
+    """Horovod: commits the epoch's state (and its metrics) after it is reported and checkpointed; the commit
+    raises HostsUpdatedInterrupt when hosts were added or removed, and the elastic loop forms the ring anew."""
+
+    def __init__(self, state: Any) -> None:
+        super().__init__()
+        self._state = state
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        history = self._state.history  # a new dict each epoch: a restore goes back to the committed one
+        self._state.history = {key: [*history.get(key, []), float(value)] for key, value in (logs or {}).items()}
+        self._state.epoch = epoch + 1
+        self._state.commit()  # Horovod: the state every rank goes back to after a failure
+
+
+def follow_size(model: tf.keras.Model, run: session.Plan) -> None:
+    """Horovod: the learning rate and its warmup scaled to the current number of ranks; the train step is traced
+    again with them."""
+    schedule = model.optimizer.learning_rate
+    schedule.initial, schedule.target = run.learning_rate
+    schedule.warmup_steps = run.warmup_steps
+    model.train_function = None
+
+
+@hvd.elastic.run  # Horovod: run again from the last commit whenever the ranks change
+def fit_elastic(state: Any, config: TrainerConfig, checkpoints: Checkpoints) -> dict:
+    """Fit from the committed epoch to the last with the ranks there are now; returns every epoch's metrics."""
+    rank, size = hvd.rank(), hvd.size()
+    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: the plan of the current size
+    follow_size(state.model, run)
+    if rank == 0:
+        print(f"elastic: {size} ranks train from epoch {state.epoch + 1}", flush=True)
+    batch_size = config.train.batch_size
+    train_data = session.training_dataset(config, run, rank, size, batch_size, hvd.local_size())  # Horovod
+    val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
+                            batch_size=batch_size, input_shape=run.input_shape)
+    callbacks = horovod_fit.callbacks(config, run, rank, size, checkpoints, broadcast=False)
+    callbacks.insert(1, RanksInLogs(size))  # after the metric averaging, before the reporting
+    val_steps = math.ceil(rank_record_count(run.manifest, "validation", rank, size) / batch_size)
+    state.model.fit(train_data, steps_per_epoch=run.steps_per_epoch, epochs=config.train.epochs,
+                    initial_epoch=state.epoch, verbose=0, validation_data=val_data, validation_steps=val_steps,
+                    callbacks=[*callbacks, CommitEveryEpoch(state)])
+    return state.history
+
+
+def train(config: TrainerConfig) -> None:
+    """Train elastically; whichever process is rank 0 at the end saves the model."""
+    horovod_common.start(config)
+    session.set_precision(config)
+    run = session.plan(config, replicas=hvd.size(), pipelines=hvd.size())
+    model = horovod_fit.compiled_model(config, run)
+    model.optimizer._create_all_weights(model.trainable_variables)  # Horovod: slots exist for the first sync
+    checkpoints = Checkpoints(config.job.checkpoint_dir, model, model.optimizer, config.train.keep_checkpoints,
+                              config.job.checkpoint_owner)
+    started = checkpoints.restore_latest()  # no collective here: the sync gives every rank rank 0's epoch
+    if hvd.rank() == 0 and started:
+        print(f"resuming from checkpoint at epoch {started}", flush=True)
+    state = hvd.elastic.KerasState(model, epoch=started, started=started, history={})  # Horovod: what is synced
+    history = fit_elastic(state, config, checkpoints)
+    session.print_weights_digest(model, f"rank={hvd.rank()}")  # Horovod: every rank, to compare
+    if hvd.rank() == 0:  # Horovod: the rank 0 of the last ring writes the result
+        final = session.plan(config, replicas=hvd.size(), pipelines=hvd.size())
+        session.save_results(config, model, final, history, config.job.out_dir, state.started)

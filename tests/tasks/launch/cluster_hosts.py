@@ -47,3 +47,12 @@ def cluster_up(*options: str) -> Iterator[list[str]]:
 def on_host(host: str, *command: str) -> subprocess.CompletedProcess:
     """A command run on a test-cluster host over ssh."""
     return subprocess.run(["ssh", "-o", "BatchMode=yes", host, *command], capture_output=True, text=True)
+
+
+def set_link(host: str, state: str) -> None:
+    """A host's only network link down, as a pulled cable would, or up again with its default route (which went
+    with the link)."""
+    namespace = ["ip", "-n", f"rf-{host}"]
+    subprocess.run([*namespace, "link", "set", "eth0", state], check=True)
+    if state == "up":
+        subprocess.run([*namespace, "route", "replace", "default", "via", "10.77.0.1"], check=True)

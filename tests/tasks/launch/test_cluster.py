@@ -21,7 +21,7 @@ from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
 from tests.helpers import BIN, ROOT, api_call, quiet_env, run
-from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod across them
 
@@ -93,31 +93,57 @@ def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(clus
     assert ranks_on("h1") == [] and ranks_on("h2") == []  # no rank left on either host
     assert not any(re.search(r"epoch (1[0-9]|[4-9]): ", line) for line in lines)  # it failed within the epoch
 
-    retry = params.model_copy(update={"train": params.train.model_copy(update={"epochs": 5})})
+    retry = params.model_copy(update={"train": params.train.model_copy(update={"epochs": 10})})
     lines.clear()
-    train(retry, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    resumed_model = train(retry, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     resumed = [int(m[1]) for line in lines if (m := re.search(r"resuming from checkpoint at epoch (\d+)", line))]
     assert resumed and resumed[0] >= 2, lines[-10:]  # at most the killed epoch was lost
+    uninterrupted = train(retry, digits_data, tmp_path / "whole", tmp_path / "whole-checkpoints", None, print)
+    accuracies = [evaluate(result.model_dir, digits_data).metrics["test_accuracy"]
+                  for result in (resumed_model, uninterrupted)]
+    print(f"test accuracy resumed {accuracies[0]:.4f}, uninterrupted {accuracies[1]:.4f}")
+    assert abs(accuracies[0] - accuracies[1]) <= 0.01, accuracies  # the failure cost no accuracy
 
 
-@pytest.mark.parametrize("controller", ["gloo", "mpi"])
-def test_a_frozen_remote_rank_is_caught_by_the_stall_timeout_and_cleaned_up(cluster: list[str], digits_data: Path,
-                                                                           tmp_path: Path, controller: str) -> None:
+def freeze_h2(how: str) -> None:
+    """h2 frozen: its rank stopped (it holds, nothing exits), or its link cut (nothing reaches it)."""
+    if how == "link":
+        set_link("h2", "down")
+        return
+    for pid in ranks_on("h2"):
+        os.kill(pid, signal.SIGSTOP)
+
+
+def wait_for_no_rank_on(hosts: list[str], seconds: float = 60) -> None:
+    """A bounded wait (not a speed goal) for every training process on the hosts to be gone."""
+    deadline = time.monotonic() + seconds
+    while any(ranks_on(host) for host in hosts) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize(("controller", "freeze"), [("gloo", "stop"), ("mpi", "stop"), ("gloo", "link")])
+def test_a_frozen_remote_host_is_caught_by_the_stall_timeout_and_cleaned_up(cluster: list[str], digits_data: Path,
+                                                                           tmp_path: Path, controller: str,
+                                                                           freeze: str) -> None:
     """Gloo gives up on a silent peer after its own 30 s; MPI waits for ever, and Horovod's stall check cannot run
-    while the negotiation itself waits: the ranks' heartbeat names the silent one."""
+    while the negotiation itself waits: the ranks' heartbeat names the silent one. A host whose link is down cannot
+    be told to stop its rank: that rank ends on Gloo's timeout, its peers being gone."""
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False,
                                       stall_timeout_seconds=15, controller=controller))
     lines: list[str] = []
 
-    def stop_h2_after_epoch_2(line: str) -> None:
+    def freeze_h2_after_epoch_2(line: str) -> None:
         lines.append(line)
         if re.search(r"epoch 2: ", line):
-            for pid in ranks_on("h2"):
-                os.kill(pid, signal.SIGSTOP)  # a frozen host: its rank holds, nothing exits
-    with pytest.raises(RankFailed) as failure:
-        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_h2_after_epoch_2)
+            freeze_h2(freeze)
+    try:
+        with pytest.raises(RankFailed) as failure:
+            train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, freeze_h2_after_epoch_2)
+    finally:
+        set_link("h2", "up")
     assert re.match(r"rank 1 on h2 (stopped responding|stalled)", str(failure.value)), str(failure.value)
     assert failure.value.retryable
+    wait_for_no_rank_on(["h1", "h2"])
     assert ranks_on("h1") == [] and ranks_on("h2") == []  # the stopped rank too
 
 
@@ -136,10 +162,7 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
             os.killpg(job.pid, signal.SIGKILL)
             break
     job.wait()
-    for _ in range(60):  # a bounded wait, not a speed goal
-        if not ranks_on("h1") and not ranks_on("h2"):
-            break
-        time.sleep(0.5)
+    wait_for_no_rank_on(["h1", "h2"], seconds=30)
     assert ranks_on("h1") == [] and ranks_on("h2") == []
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -15,7 +14,7 @@ import pytest
 from tasks.launch.train import train
 from tasks.outputs.evaluate import evaluate
 from tasks.params import InputParams, Params, TrainParams
-from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
 from trainer.config import ElasticParams
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod's elastic driver across them
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod's elastic driver a
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
     yield from cluster_up()
-
-
-def set_link(host: str, state: str) -> None:
-    """The host's only network link down, as a pulled cable would, or up again with its default route (which went
-    with the link)."""
-    namespace = ["ip", "-n", f"rf-{host}"]
-    subprocess.run([*namespace, "link", "set", "eth0", state], check=True)
-    if state == "up":
-        subprocess.run([*namespace, "route", "replace", "default", "via", "10.77.0.1"], check=True)
 
 
 class HostOutage:

@@ -17,7 +17,7 @@ import tensorflow as tf
 from trainer import session
 from trainer.backends import data_service
 from trainer.callbacks import CheckpointEveryEpoch
-from trainer.checkpoint_files import check_epochs_left
+from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count, service_dataset
@@ -71,13 +71,13 @@ def is_lead(strategy: tf.distribute.Strategy) -> bool:
     return True
 
 
-class WorkersDisagree(RuntimeError):
-    """The workers restored different epochs: they do not see the same checkpoint directory."""
+class WorkersDisagreeError(RuntimeError):
+    """The workers found different epochs in their checkpoints: they do not see the same checkpoint directory."""
 
 
 def agreed_start(strategy: tf.distribute.Strategy, started: int) -> int:
-    """The epoch every worker resumes from, checked across workers: each restored its own copy of the checkpoints,
-    and training on from different epochs would silently mix models."""
+    """The epoch every worker resumes from, checked across workers before any restores: each reads its own copy of
+    the checkpoints, and training on from different epochs would silently mix models."""
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return started
 
@@ -87,7 +87,7 @@ def agreed_start(strategy: tf.distribute.Strategy, started: int) -> int:
         return tuple(strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None) for value in values)
     total, replicas = (int(value) for value in sums())
     if total != started * replicas:
-        raise WorkersDisagree(f"the workers restored different epochs (this one {started}, the mean "
+        raise WorkersDisagreeError(f"the workers found different epochs (this one {started}, the mean "
                               f"{total / replicas:g}): every worker must see the run's checkpoint directory")
     return started
 
@@ -142,7 +142,10 @@ def train(config: TrainerConfig) -> None:
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
                               job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
-    started = agreed_start(strategy, checkpoints.restore_latest())  # every process restores; the lead keeps
+    # agreed before anyone restores (a restore on some workers only would mismatch the collectives); then every
+    # process restores and the lead keeps
+    started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))
+    checkpoints.restore_latest()
     check_epochs_left(started, train_params.epochs)
     if started and lead:
         print(f"resuming from checkpoint at epoch {started}", flush=True)

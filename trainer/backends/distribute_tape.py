@@ -21,7 +21,7 @@ from trainer.backends.distribute import (
     task_of_this_process,
     train_input,
 )
-from trainer.checkpoint_files import check_epochs_left
+from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset
@@ -106,7 +106,8 @@ def train(config: TrainerConfig) -> None:
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
                               job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
-    started = agreed_start(strategy, checkpoints.restore_latest())
+    started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))  # agreed before anyone restores
+    checkpoints.restore_latest()
     check_epochs_left(started, config.train.epochs)
     batches = iter(strategy.distribute_datasets_from_function(train_input(config, run)))
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", batch_size=run.global_batch,

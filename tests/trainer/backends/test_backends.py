@@ -13,10 +13,11 @@ import pytest
 
 from tasks.launch.plan import launch_plan, rank_environment
 from tasks.launch.preflight import preflight
+from tasks.launch.processes import Process, RankFailed, run_processes
 from tasks.launch.train import job_spec, train, write_trainer_config
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
-from tests.helpers import ROOT, numbered_data, quiet_env
+from tests.helpers import ROOT, free_port, numbered_data, quiet_env
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
 
@@ -106,6 +107,27 @@ def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_dat
     assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [3, 4]
     found = digests(lines)
     assert len(found) == 2 and found[0] == found[1]
+
+
+def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(digits_data: Path,
+                                                                            tmp_path: Path) -> None:
+    """Worker 0 sees the run's checkpoints (epoch 2), worker 1 a directory without them (as a host with a stale
+    copy would): both stop with one line instead of training on from different models."""
+    first = Params(train=TrainParams(backend="multiworker", np=2, epochs=2, warmup_epochs=0, tensorboard=False))
+    train_for_test(first, digits_data, tmp_path / "first", [])
+    more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 3})})
+    checkpoint_dirs = (tmp_path / "first" / "checkpoints", tmp_path / "empty")
+    cluster = {"worker": [f"localhost:{free_port()}" for _ in checkpoint_dirs]}
+    processes = []
+    for index, checkpoint_dir in enumerate(checkpoint_dirs):
+        config = write_trainer_config(more, job_spec(more, digits_data, tmp_path / f"out{index}", checkpoint_dir))
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        env = rank_environment() | quiet_env(TF_CONFIG=tf_config)
+        processes.append(Process([sys.executable, "-m", "trainer", "--config", str(config)], env, str(index)))
+    with pytest.raises(RankFailed, match=r"failed \(exit 1\): .*WorkersDisagreeError: the workers found different "
+                                         r"epochs \(this one [02], the mean 1\): every worker must see the run's "
+                                         r"checkpoint directory$"):
+        run_processes(processes, ROOT, print)
 
 
 def test_parameter_server_workers_read_disjoint_parts_that_cover_each_epoch(tmp_path: Path) -> None:

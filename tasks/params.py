@@ -95,7 +95,7 @@ def _union_choices(section: str, name: str) -> str:
 
 
 def _word_field(section: str, name: str) -> bool:
-    """Whether a field takes words (a Literal, possibly or a boolean)."""
+    """Whether a field takes words (a Literal, alone or with a boolean)."""
     fields = Params.model_fields
     return section in fields and bool(literal_words(fields[section].annotation.model_fields[name].annotation))
 
@@ -104,7 +104,8 @@ def _one_line(error: ValidationError) -> str:
     first = error.errors()[0]
     loc = first["loc"]
     message = first["msg"].removeprefix("Value error, ")
-    if len(loc) == 3 and isinstance(loc[2], str) and _word_field(*loc[:2]):  # a union's member (`literal['auto']`, `bool`): the field's choices
+    # a union's member (`literal['auto']`, `bool`) of a word-or-boolean field: the field's choices
+    if len(loc) == 3 and isinstance(loc[2], str) and _word_field(*loc[:2]):
         loc, message = loc[:2], f"Input should be {_union_choices(*loc[:2])}"
     where = ".".join(str(part) for part in loc)
     value = first.get("input")

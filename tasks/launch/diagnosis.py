@@ -14,7 +14,8 @@ from trainer.heartbeat import HEARTBEAT_END_LINE, HEARTBEAT_LINE
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
 MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
-RANK_LINE = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
+# a rank's line: horovodrun's `[rank]`, or a labelled process's `[worker0]`, `[ps0]`, `[chief0]` (parameter-server)
+RANK_LINE = re.compile(r"^\[(?P<rank>\d+|[a-z]+\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
 RANK_PLACED = re.compile(r"^rank \d+ of \d+ on (?P<host>\S+)$")  # each rank's first line: where it runs
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
@@ -92,7 +93,7 @@ class RankOutput:
         self.stalled: list[str] = []
         self.waited: dict[str, int] = {}  # ranks that timed out waiting for a peer: seconds they waited
         self.mpi_failed_rank: str | None = None  # mpirun named the first failed rank; its exit code follows
-        self.last_heard = {rank: time.monotonic() for rank in hosts if rank.isdigit()}  # ranks' last line
+        self.last_heard = {rank: time.monotonic() for rank in hosts}  # each rank's (or server's) last line
 
     def add(self, line: str) -> None:
         match = RANK_LINE.match(line)
@@ -137,7 +138,10 @@ class RankOutput:
         self.codes.setdefault(rank, code)
 
     def who(self, rank: str) -> str:
-        return "the launcher" if rank == "launcher" else f"rank {rank} on {self.hosts.get(rank, 'localhost')}"
+        if rank == "launcher":
+            return "the launcher"
+        name = f"rank {rank}" if rank.isdigit() else rank  # a parameter-server task: ps0, worker1, chief0
+        return f"{name} on {self.hosts.get(rank, 'localhost')}"
 
     def first_failed(self) -> str | None:
         """The rank that failed first, passing over ranks the launcher terminated because of it."""

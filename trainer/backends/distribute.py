@@ -88,7 +88,7 @@ def agreed_start(strategy: tf.distribute.Strategy, started: int) -> int:
     total, replicas = (int(value) for value in sums())
     if total != started * replicas:
         raise WorkersDisagreeError(f"the workers found different epochs (this one {started}, the mean "
-                              f"{total / replicas:g}): every worker must see the run's checkpoint directory")
+                                   f"{total / replicas:g}): every worker must see the run's checkpoint directory")
     return started
 
 

@@ -11,12 +11,14 @@ import json
 import os
 
 from trainer.backends.data_service import start_data_worker
+from trainer.heartbeat import start_heartbeat
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trainer.backends.ps_server", description=__doc__)
     parser.add_argument("--job", help="the job's configuration file (its name on the command line is what counts)")
     parser.parse_args(argv)
+    start_heartbeat()  # a frozen server is as silent as a frozen rank
     import tensorflow as tf
     tf_config = json.loads(os.environ["TF_CONFIG"])
     task = tf_config["task"]

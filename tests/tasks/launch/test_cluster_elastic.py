@@ -49,7 +49,7 @@ class HostOutage:
 def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[str], digits_data: Path,
                                                                 tmp_path: Path) -> None:
     elastic = ElasticParams(min_np=1, max_np=2, cooldown_seconds=(1, 5))
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=20, tensorboard=False, elastic=elastic),
+    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=12, tensorboard=False, elastic=elastic),
                     input=InputParams(image_size=48))
     outage = HostOutage()
     try:
@@ -61,7 +61,7 @@ def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[s
     assert starts[0] == (2, 1) and (1, 3) in starts, text[-3000:]  # one epoch lost at most: epoch 2 was committed
     assert starts[-1][0] == 2 and starts[-1][1] > 3, starts  # h2 back: both ranks again
     sizes = result.summary["history"]["world_size"]
-    assert len(sizes) == 20 and sizes[:2] == [2, 2] and 1 in sizes and sizes[-1] == 2, sizes
+    assert len(sizes) == 12 and sizes[:2] == [2, 2] and 1 in sizes and sizes[-1] == 2, sizes
     digests = re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", text)
     assert len(digests) == 2 and digests[0] == digests[1], text[-3000:]  # the last ring's two ranks agree
     assert ranks_on("h1") == [] and ranks_on("h2") == []

@@ -91,4 +91,17 @@ def test_a_failure_names_the_host_the_rank_said_it_runs_on() -> None:
     for line in ["[0]<stdout>:rank 0 of 2 on h2", "[1]<stdout>:rank 1 of 2 on h1",
                  "[0]<stderr>:ValueError: shard 3 is unreadable", "Process 0 exit with status code 1."]:
         output.add(line)
-    assert str(output.failure(JobReport(1, None, True, 0, 1.0))) == "rank 0 on h2 failed (exit 1): ValueError: shard 3 is unreadable"
+    failure = output.failure(JobReport(1, None, True, 0, 1.0))
+    assert str(failure) == "rank 0 on h2 failed (exit 1): ValueError: shard 3 is unreadable"
+
+
+def test_a_silent_parameter_server_task_is_named_by_its_label() -> None:
+    output = RankOutput({"chief0": "localhost", "ps0": "localhost", "worker0": "h1", "worker1": "h2"})
+    for label in output.last_heard:
+        output.last_heard[label] -= 30
+    for label in ("chief0", "ps0", "worker0"):
+        output.add(f"[{label}]<stdout>:ringflow_heartbeat")
+    assert output.silence(20) == ("worker1 on h2 stopped responding: no sign of life from it for 30 s (a frozen "
+                                  "process or an unreachable host)")
+    output.add("[ps0]<stdout>:ValueError: no such variable")
+    assert output.error_line("ps0") == "ValueError: no such variable"

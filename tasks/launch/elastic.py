@@ -28,7 +28,7 @@ def discovery_script_text(slots_by_host: dict[str, int]) -> str:
 
 
 def write_discovery_script(slots_by_host: dict[str, int], directory: Path) -> Path:
-    """The generated discovery script, executable, in the job's directory."""
+    """A generated discovery script, executable, in `directory`."""
     path = directory / DISCOVERY_SCRIPT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -41,6 +41,12 @@ def write_discovery_script(slots_by_host: dict[str, int], directory: Path) -> Pa
 def discovery_script(elastic: ElasticParams, job_dir: Path) -> Path:
     """Where the job's discovery script is: the user's own (train.elastic.discovery_script) or the generated one."""
     return resolve_path(elastic.discovery_script) if elastic.discovery_script else job_dir / DISCOVERY_SCRIPT_NAME
+
+
+def prepare_discovery(train: TrainParams, slots_by_host: dict[str, int], job_dir: Path) -> None:
+    """Write an elastic job's discovery script into its directory, unless the user named their own."""
+    if train.elastic and not train.elastic.discovery_script:
+        write_discovery_script(slots_by_host, job_dir)
 
 
 def elastic_arguments(elastic: ElasticParams, script: Path) -> list[str]:
@@ -79,7 +85,7 @@ def elastic_problem(train: TrainParams, unshared_hosts: tuple[str, ...]) -> str 
     if unshared_hosts:
         return (f"train.elastic needs a filesystem every host shares (rank 0, which saves, may move to any host): "
                 f"host {unshared_hosts[0]} does not see this checkout")
-    script = discovery_script(elastic, Path("."))
-    if elastic.discovery_script and not (script.is_file() and script.stat().st_mode & 0o111):
+    script = resolve_path(elastic.discovery_script) if elastic.discovery_script else None
+    if script and not (script.is_file() and script.stat().st_mode & 0o111):
         return f"train.elastic.discovery_script {script} is not an executable file"
     return None

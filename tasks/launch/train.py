@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
-from tasks.launch.elastic import write_discovery_script
+from tasks.launch.elastic import prepare_discovery
 from tasks.launch.hosts import stop_remote_processes
 from tasks.launch.metrics_relay import relay_metrics
 from tasks.launch.plan import launch_plan, rank_environment
@@ -126,8 +126,7 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
-        if params.train.elastic and not params.train.elastic.discovery_script:
-            write_discovery_script(host_slots(params.train), work_dir)
+        prepare_discovery(params.train, host_slots(params.train), work_dir)
         direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
         processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id))
         for process in processes:

@@ -8,7 +8,6 @@ state sync (that would deadlock the others): it gets rank 0's weights, optimizer
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import horovod.tensorflow.keras as hvd
@@ -18,7 +17,6 @@ from trainer import session
 from trainer.backends import horovod_common, horovod_fit
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset, rank_record_count
 
 
 class RanksInLogs(tf.keras.callbacks.Callback):
@@ -65,16 +63,10 @@ def fit_elastic(state: Any, config: TrainerConfig, checkpoints: Checkpoints) -> 
     follow_size(state.model, run)
     if rank == 0:
         print(f"elastic: {size} ranks train from epoch {state.epoch + 1}", flush=True)
-    batch_size = config.train.batch_size
-    train_data = session.training_dataset(config, run, rank, size, batch_size, hvd.local_size())  # Horovod
-    val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
-                            batch_size=batch_size, input_shape=run.input_shape)
     callbacks = horovod_fit.callbacks(config, run, rank, size, checkpoints, broadcast=False)
     callbacks.insert(1, RanksInLogs(size))  # after the metric averaging, before the reporting
-    val_steps = math.ceil(rank_record_count(run.manifest, "validation", rank, size) / batch_size)
-    state.model.fit(train_data, steps_per_epoch=run.steps_per_epoch, epochs=config.train.epochs,
-                    initial_epoch=state.epoch, verbose=0, validation_data=val_data, validation_steps=val_steps,
-                    callbacks=[*callbacks, CommitEveryEpoch(state)])
+    state.model.fit(**horovod_fit.fit_inputs(config, run, rank, size), epochs=config.train.epochs,
+                    initial_epoch=state.epoch, verbose=0, callbacks=[*callbacks, CommitEveryEpoch(state)])
     return state.history
 
 

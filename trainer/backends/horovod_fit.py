@@ -40,6 +40,17 @@ def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, ch
     return every_rank + session.reporting_callbacks(config, run) + [CheckpointEveryEpoch(checkpoints)]
 
 
+def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> dict:
+    """model.fit's data arguments for this rank: its share of the training data, its part of the validation split."""
+    batch_size = config.train.batch_size
+    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
+    return {"x": session.training_dataset(config, run, rank, size, batch_size, hvd.local_size()),  # Horovod
+            "steps_per_epoch": run.steps_per_epoch,
+            "validation_data": rank_dataset(config.job.data_dir, run.manifest, "validation", rank=rank,  # Horovod
+                                            size=size, batch_size=batch_size, input_shape=run.input_shape),
+            "validation_steps": math.ceil(val_records / batch_size)}
+
+
 def train(config: TrainerConfig) -> None:
     """Train this rank's part; rank 0 saves checkpoints every epoch and the final model."""
     train_params, job = config.train, config.job
@@ -51,15 +62,8 @@ def train(config: TrainerConfig) -> None:
                               job.checkpoint_owner)
     started = horovod_common.resume(config, checkpoints)
     hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
-    train_data = session.training_dataset(config, run, rank, size, train_params.batch_size,  # Horovod: own share
-                                          hvd.local_size())
-    val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod: own part
-                            batch_size=train_params.batch_size, input_shape=run.input_shape)
-    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
-    history = model.fit(train_data, steps_per_epoch=run.steps_per_epoch, epochs=train_params.epochs,
-                        initial_epoch=started, verbose=0, validation_data=val_data,
-                        validation_steps=math.ceil(val_records / train_params.batch_size),
-                        callbacks=callbacks(config, run, rank, size, checkpoints))
+    history = model.fit(**fit_inputs(config, run, rank, size), epochs=train_params.epochs, initial_epoch=started,
+                        verbose=0, callbacks=callbacks(config, run, rank, size, checkpoints))
     session.print_weights_digest(model, f"rank={rank}")  # Horovod: every rank, to compare
     if rank == 0:  # Horovod: only rank 0 writes the result
         session.save_results(config, model, run, history.history, job.out_dir, started)

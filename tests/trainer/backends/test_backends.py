@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tasks.launch.train import job_spec, train, write_trainer_config
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, free_port, numbered_data, quiet_env
+from trainer.checkpoint_files import saved_epochs
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
 
@@ -74,7 +76,10 @@ def start_and_kill_after_epoch(params: Params, data_dir: Path, tmp_path: Path, e
     job = subprocess.Popen(process_spec.command, env=process_spec.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:
-        if f"epoch {epoch}:" in line:
+        if f"epoch {epoch}:" in line:  # reported first, checkpointed right after: kill once the checkpoint is there
+            deadline = time.monotonic() + 60  # a bounded wait, not a speed goal
+            while saved_epochs(tmp_path / "checkpoints") < epoch and time.monotonic() < deadline:
+                time.sleep(0.05)
             os.killpg(job.pid, signal.SIGKILL)
             break
     job.wait()

@@ -28,6 +28,8 @@ GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms")  # a rank gave up 
 STALL_MISSING = re.compile(r"^\s*(?P<rank>\d+): \[")  # Horovod's stall inspector: "Missing ranks:" then "1: [...]"
 TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|socket|timed? ?out|unavailable",
                        re.IGNORECASE)
+# a server's port was taken between the launcher's pick and the server's start (TensorFlow's gRPC server's words)
+PORT_TAKEN = re.compile(r"Could not start gRPC server|Address already in use")
 SSH_LOST = 255  # ssh's exit when the remote process died of a signal or the connection was lost
 TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
 
@@ -65,11 +67,13 @@ def signal_of(code: int) -> int | None:
 
 class RankFailed(RuntimeError):
     """A rank (or the launcher) failed; the message names the rank, its host and the likely cause.
-    `retryable`: whether running the job again may pass."""
+    `retryable`: whether running the job again may pass; `port_taken`: it failed at the start, on a port that was
+    taken on its host after the launcher picked it (launching again with new ports is the cure)."""
 
-    def __init__(self, message: str, retryable: bool) -> None:
+    def __init__(self, message: str, retryable: bool, port_taken: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.port_taken = port_taken
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,9 @@ class RankOutput:
         if code == SSH_LOST and own_error is None and not is_local(self.hosts.get(rank, "localhost")):
             return RankFailed(f"{self.who(rank)} ended without an exit status (ssh exit 255): its process was killed "
                               f"or its host was lost", retryable=True)
+        if own_error and PORT_TAKEN.search(own_error):
+            return RankFailed(f"{self.who(rank)} could not listen on its port, taken on its host since the launch "
+                              f"picked it (exit {code}): {own_error}", retryable=True, port_taken=True)
         others = (self.error_line(r) for r in self.tails if r not in (rank, "launcher"))
         error = own_error or next((line for line in others if line), None)
         if error:

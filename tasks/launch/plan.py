@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import sys
 from pathlib import Path
 
 from tasks.launch.elastic import discovery_script, elastic_arguments, elastic_interface
 from tasks.launch.hosts import SSH_OPTIONS, head_address, is_local
+from tasks.launch.ports import pick_ports
 from tasks.launch.preflight import host_slots
 from tasks.launch.processes import Process
 from tasks.launch.watch import JobLimits
@@ -81,17 +81,25 @@ def rank_environment(run_id: str | None = None) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _addresses(hosts: dict[str, int], count: int, head: str = "localhost") -> list[str]:
-    """`count` host:port addresses, filling each host's slots in turn, then this machine (as `head`)."""
+def _task_hosts(hosts: dict[str, int], count: int, head: str) -> list[str]:
+    """The hosts of `count` tasks, filling each host's slots in turn, then this machine (as `head`)."""
     names = [host for host, slots in hosts.items() for _ in range(slots)]
-    names += [head] * max(0, count - len(names))
-    return [f"{host}:{_free_port()}" for host in names[:count]]
+    return (names + [head] * max(0, count - len(names)))[:count]
+
+
+def cluster_addresses(params: Params) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The tf.distribute cluster (task type: host:port of each task) and, for parameter-server, the tf.data
+    dispatcher's address; every port picked on the host that listens on it."""
+    train = params.train
+    hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
+    head = head_address(list(hosts))  # where the hosts reach the processes started on this machine
+    placed = {"worker": _task_hosts(hosts, train.np, head)}
+    if train.backend == "parameter-server":  # the tf.data service's dispatcher runs in the coordinator
+        placed |= {"ps": [head] * train.num_ps, "chief": [head], "data_dispatcher": [head]}
+    ports = iter(pick_ports([host for task_hosts in placed.values() for host in task_hosts]))
+    cluster = {task: [f"{host}:{next(ports)}" for host in task_hosts] for task, task_hosts in placed.items()}
+    extra = {"data_dispatcher": cluster.pop("data_dispatcher")[0]} if "data_dispatcher" in cluster else {}
+    return cluster, extra
 
 
 def _process(host_port: str, command: list[str], env: dict[str, str], label: str, waited: bool) -> Process:
@@ -106,15 +114,8 @@ def _process(host_port: str, command: list[str], env: dict[str, str], label: str
 
 def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) -> list[Process]:
     """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
-    train = params.train
-    hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
-    head = head_address(list(hosts))  # where the hosts reach the processes started on this machine
-    cluster = {"worker": _addresses(hosts, train.np, head)}
-    with_servers = train.backend == "parameter-server"
-    extra = {}
-    if with_servers:
-        cluster |= {"ps": _addresses({}, train.num_ps, head), "chief": _addresses({}, 1, head)}
-        extra = {"data_dispatcher": _addresses({}, 1, head)[0]}  # the tf.data service, in the coordinator
+    cluster, extra = cluster_addresses(params)
+    with_servers = params.train.backend == "parameter-server"
     processes = []
     for task_type, addresses in cluster.items():
         for index, address in enumerate(addresses):

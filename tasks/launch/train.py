@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
+from tasks.launch.diagnosis import RankFailed
 from tasks.launch.elastic import prepare_discovery
 from tasks.launch.hosts import stop_remote_processes
 from tasks.launch.metrics_relay import relay_metrics
@@ -22,6 +23,8 @@ from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epoc
 from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, write_config
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
+
+PORT_ATTEMPTS = 3  # launches of a job whose server found its port taken at the start
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,24 @@ def run_job(processes: list[Process], params: Params, job: JobSpec, config_file:
         bring_back(to_ship, job.out_dir, job.checkpoint_dir, on_line, failed)
 
 
+def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
+           on_line: Callable[[str], None]) -> None:
+    """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
+    start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
+    direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id))
+        for process in processes:
+            on_line("launching: " + " ".join(process.command))
+        try:
+            run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
+            return
+        except RankFailed as failure:
+            if not failure.port_taken or attempt == PORT_ATTEMPTS:
+                raise
+            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+
+
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
           on_line: Callable[[str], None] = print) -> TrainResult:
     """Preflight, launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
@@ -127,10 +148,6 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
         prepare_discovery(params.train, host_slots(params.train), work_dir)
-        direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
-        processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id))
-        for process in processes:
-            on_line("launching: " + " ".join(process.command))
-        run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
+        launch(params, job, config_file, check, run_id, on_line)
         summary = read_train_summary(work_dir)
     return TrainResult(out_dir, summary)

@@ -159,6 +159,23 @@ def test_a_frozen_remote_host_is_caught_by_the_stall_timeout_and_cleaned_up(clus
     assert ranks_on("h1") == [] and ranks_on("h2") == []  # the stopped rank too
 
 
+def test_a_frozen_parameter_server_worker_is_named_and_cleaned_up(cluster: list[str], digits_data: Path,
+                                                                  tmp_path: Path) -> None:
+    """A worker server of a parameter-server job stopped on h2: the coordinator would wait on it; its silence names
+    it by its label and ends the job, and nothing of the job is left on either host."""
+    params = Params(train=TrainParams(backend="parameter-server", np=2, hosts="h1:1,h2:1", epochs=100,
+                                      tensorboard=False, stall_timeout_seconds=15))
+
+    def stop_h2_after_epoch_2(line: str) -> None:
+        if re.search(r"epoch 2: ", line):
+            freeze_h2("stop")
+    with pytest.raises(RankFailed, match=r"^worker1 on h2 stopped responding: no sign of life from it") as failure:
+        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_h2_after_epoch_2)
+    assert failure.value.retryable
+    wait_for_no_rank_on(["h1", "h2"])
+    assert ranks_on("h1") == [] and ranks_on("h2") == []
+
+
 def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], digits_data: Path,
                                                            tmp_path: Path) -> None:
     """SIGKILL of horovodrun and its ssh clients (as when a cancelled flow run's process group is stopped): the

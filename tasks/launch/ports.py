@@ -7,7 +7,6 @@ launcher then launches again with new ones (see `port_taken` in diagnosis).
 from __future__ import annotations
 
 import shlex
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -16,38 +15,25 @@ from concurrent.futures import ThreadPoolExecutor
 from tasks.launch.hosts import SSH_OPTIONS, is_local
 from tasks.launch.preflight import PreflightError
 
-# run on a remote host by its Python: `count` ports free on every address there, held together so that they differ
+# run by the Python of the host asked: `count` ports free on every address there, held together so that they differ
 PICK_PORTS = ("import socket, sys\n"
               "held = [socket.socket() for _ in range(int(sys.argv[1]))]\n"
               "for sock in held: sock.bind(('', 0))\n"
               "print(*(sock.getsockname()[1] for sock in held))")
 
 
-def free_ports_here(count: int) -> list[int]:
-    """`count` different ports free on every address of this machine."""
-    held = [socket.socket() for _ in range(count)]
-    try:
-        for sock in held:
-            sock.bind(("", 0))
-        return [sock.getsockname()[1] for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
-
-
 def free_ports_on(host: str, count: int) -> list[int]:
-    """`count` different ports free on `host`, asked of the host itself."""
-    if is_local(host):
-        return free_ports_here(count)
-    command = ["ssh", *SSH_OPTIONS, host, shlex.join([sys.executable, "-c", PICK_PORTS, str(count)])]
+    """`count` different ports free on `host`, asked of the host itself (this machine: without ssh)."""
+    pick = [sys.executable, "-c", PICK_PORTS, str(count)]
+    command = pick if is_local(host) else ["ssh", *SSH_OPTIONS, host, shlex.join(pick)]
     try:
         answer = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
-        raise PreflightError(f"host {host} did not answer over ssh within 60 s (picking its ports)") from None
+        raise PreflightError(f"host {host} did not answer within 60 s (picking its ports)") from None
     ports = answer.stdout.split()
     if answer.returncode != 0 or len(ports) != count:
         why = (answer.stderr.strip().splitlines() or ["no message"])[-1]
-        raise PreflightError(f"host {host}: could not pick {count} free ports there over ssh: {why}")
+        raise PreflightError(f"host {host}: could not pick {count} free ports there: {why}")
     return [int(port) for port in ports]
 
 

@@ -3,6 +3,7 @@ runs on them."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -46,13 +47,26 @@ def cluster_up(*options: str) -> Iterator[list[str]]:
 
 def on_host(host: str, *command: str) -> subprocess.CompletedProcess:
     """A command run on a test-cluster host over ssh."""
-    return subprocess.run(["ssh", "-o", "BatchMode=yes", host, *command], capture_output=True, text=True)
+    return subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, *command], capture_output=True,
+                          text=True)
 
 
 def set_link(host: str, state: str) -> None:
     """A host's only network link down, as a pulled cable would, or up again with its default route (which went
-    with the link)."""
+    with the link), and back only once the host answers ssh again: in one fresh-clone run the next test's first ssh,
+    right after the link came up, still got `No route to host` (this machine had given up resolving the host's
+    address while the link was down)."""
     namespace = ["ip", "-n", f"rf-{host}"]
     subprocess.run([*namespace, "link", "set", "eth0", state], check=True)
     if state == "up":
         subprocess.run([*namespace, "route", "replace", "default", "via", "10.77.0.1"], check=True)
+        wait_for_ssh(host)
+
+
+def wait_for_ssh(host: str, seconds: float = 60) -> None:
+    """A bounded wait (not a speed goal) for a host to answer ssh."""
+    deadline = time.monotonic() + seconds
+    while (answer := on_host(host, "true")).returncode != 0:
+        assert time.monotonic() < deadline, f"{host} does not answer ssh {seconds:.0f} s after its link came up: " \
+                                            f"{answer.stderr.strip()}"
+        time.sleep(0.5)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import tasks.launch.plan as plan
-from tasks.launch.ports import pick_ports
+from tasks.launch.ports import free_ports_on, pick_ports
+from tasks.launch.preflight import PreflightError
 from tasks.launch.train import train
 from tasks.params import Params, TrainParams
 from trainer.model_io import read_train_summary
@@ -21,6 +22,12 @@ def test_a_host_asked_for_several_ports_gets_different_free_ones() -> None:
     for port in ports:
         with socket.socket() as probe:
             probe.bind(("", port))  # free on every address
+
+
+
+def test_a_host_that_cannot_be_asked_for_ports_is_named() -> None:
+    with pytest.raises(PreflightError, match=r"^host nowhere\.invalid: could not pick 2 free ports there: ssh: "):
+        free_ports_on("nowhere.invalid", 2)
 
 
 @pytest.mark.slow  # a real parameter-server job on this machine

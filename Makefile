@@ -1,5 +1,5 @@
 # ringflow: `make run` (set-up + the pipeline on the built-in dataset), `make test` (set-up + all tests),
-# `make test-fast` (set-up + the unit tier: everything not marked slow).
+# `make test-fast` (set-up + the unit tier: everything not marked slow), `make lint` (ruff and mypy).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run test test-fast ui serve repro clean
+.PHONY: setup run test test-fast lint ui serve repro clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,7 +19,11 @@ run: setup
 	$(PY) -m flows.pipeline $(ARGS)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=15 $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check flows tasks trainer tests benchmarks
+	$(VENV)/bin/mypy
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

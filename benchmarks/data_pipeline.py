@@ -67,7 +67,7 @@ def conversion_ratio(work: Path, images: np.ndarray, labels: np.ndarray, repeats
     params = DataParams(dataset=f"npz:{work / 'generated.npz'}")
     shards = 3 * params.min_shards  # what prepare writes for this size: min_shards per split
     ours, theirs = [], []
-    for attempt in range(repeats):
+    for _ in range(repeats):
         shutil.rmtree(work / "prepared", ignore_errors=True)
         shutil.rmtree(work / "baseline", ignore_errors=True)
         theirs.append(timed(baseline_convert, images, labels, work / "baseline", shards))

@@ -33,7 +33,7 @@ from benchmarks.data_pipeline import generated_images  # noqa: E402
 
 def ringflow_rate(data_dir: Path, work: Path, epochs: int, np_: int, **train: object) -> float:
     """Steady images/sec of a real ringflow training (horovodrun, TFRecords, callbacks)."""
-    from tasks.launch.train import train as run_training
+    from tasks.launch.job import train as run_training
     from tasks.params import Params, TrainParams
     from tasks.tracking.run_log import steady_images_per_sec
     params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, tensorboard=False, **train))

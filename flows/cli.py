@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import Any, Callable
 
-from tasks.launch.preflight import PreflightError, preflight_launch
+from tasks.launch.preflight import PreflightError, check_settings
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 
 
@@ -16,10 +16,11 @@ def with_np(params: Params, np: int) -> Params:
 
 
 def checked_overrides(prog: str, description: str, argv: list[str] | None,
-                      check: Callable[[Params], None], counts: Callable[[Params], list[int]] | None = None
-                      ) -> dict[str, Any] | None:
-    """Parsed overrides whose params pass `check` and the launch preflight (at each of `counts` process counts);
-    None after printing one error line."""
+                      check: Callable[[Params], None], counts: Callable[[Params], list[int]] | None = None,
+                      resolve_hosts: bool = True) -> dict[str, Any] | None:
+    """Parsed overrides whose params pass `check` and the launch checks that need no data and no other host (at
+    each of `counts` process counts); None after printing one error line. The hosts are probed once, later, by the
+    run's preflight (a dry run does not even resolve their names: resolve_hosts False)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. train.epochs=3 or epochs=3)")
@@ -29,7 +30,7 @@ def checked_overrides(prog: str, description: str, argv: list[str] | None,
         params = load_params(overrides)
         check(params)
         for np in (counts(params) if counts else [params.train.np]):
-            preflight_launch(with_np(params, np))
+            check_settings(with_np(params, np), resolve=resolve_hosts)
     except (ParamsError, PreflightError) as error:
         print(f"error: {error}", file=sys.stderr)
         return None

@@ -22,9 +22,14 @@ from pydantic import PositiveFloat, PositiveInt
 from flows import summary
 from flows.cli import shorten_bad_input_logs
 from tasks import steps
+from tasks.data.validate import data_signature, validate
+from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, load_params
+from tasks.tracking import run_log
 from tasks.versioning.dvc import DataVersion
-from tasks.versioning.run_state import RunState
+from tasks.versioning.dvc_record import check_versionable
+from tasks.versioning.run_state import RunState, run_state
+from tasks.workspace import RunWorkspace
 from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
 
@@ -40,13 +45,13 @@ def convert_task(params: Params) -> bool:
 @task(name="validate", cache_policy=INPUTS, cache_expiration=timedelta(days=7), persist_result=True)
 def validate_task(data_dir: str, data_signature: str) -> dict[str, Any]:
     """Read-only: checks every shard against the manifest; cached by (data dir, data signature)."""
-    report = steps.validate_step(Path(data_dir))
+    report = validate(Path(data_dir))
     get_run_logger().info("validated: %s", report["splits"])
     return report
 
 
 def validate_cached(data_dir: Path) -> dict[str, Any]:
-    return validate_task(str(data_dir), steps.validation_key(data_dir))
+    return validate_task(str(data_dir), data_signature(data_dir))
 
 
 def prepare_data(params: Params) -> dict[str, Any]:
@@ -68,31 +73,31 @@ def version_task() -> DataVersion:
 
 def log_line(line: str) -> None:
     """A training process's line into the task log (TensorFlow's start-up chatter at debug level)."""
-    from tasks.launch.diagnosis import is_noise
+    from tasks.launch.output.diagnosis import is_noise
     logger = get_run_logger()
     (logger.debug if is_noise(line) else logger.info)(line)
 
 
 @task(name="preflight")
-def preflight_task(params: Params) -> str | None:
-    """The checks that need the prepared data, before any MLflow run exists; logs the per-rank data plan."""
-    controller = steps.preflight_step(params)
-    for line in steps.data_plan_step(params):
+def preflight_task(params: Params) -> LaunchCheck:
+    """The one preflight of the run, before any MLflow run exists; logs the per-rank data plan."""
+    check = steps.preflight_step(params)
+    for line in steps.data_plan_step(params, check):
         get_run_logger().info(line)
-    return controller
+    return check
 
 
 @task(name="open-run")
-def open_run_task(params: Params, version: DataVersion, state: RunState) -> str:
-    run_id = steps.open_run_step(params, version, state)
+def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, state: RunState) -> str:
+    run_id = steps.open_run_step(params, check, version, state)
     get_run_logger().info("MLflow run %s", run_id)
     return run_id
 
 
 @task(name="train")
-def train_task(params: Params, run_id: str) -> str:
+def train_task(params: Params, run_id: str, check: LaunchCheck) -> str:
     """The training job; a retry continues the same run from its last checkpoint."""
-    return str(steps.train_step(params, run_id, on_line=log_line))
+    return str(steps.train_step(params, run_id, check, on_line=log_line))
 
 
 @task(name="evaluate")
@@ -127,20 +132,25 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not is_bad_input(error) and getattr(error, "retryable", True)
 
 
-def train_and_register(params: Params, run_id: str) -> dict[str, Any]:
-    """Train (with retries), evaluate, export, register, publish; publish the per-epoch table."""
-    from prefect.artifacts import create_table_artifact
+def run_steps(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
+    """The steps inside the run, in the order steps.RUN_STEPS gives; train with retries. Each step's result."""
     retrying = train_task.with_options(retries=params.pipeline.train_retries,
                                        retry_delay_seconds=params.pipeline.retry_delay_seconds,
                                        retry_condition_fn=worth_retrying)
-    retrying(params, run_id)
-    metrics = evaluate_task(run_id)
-    savedmodel = export_task(run_id)
-    gate = register_task(run_id, params)
+    calls = {"train": lambda: retrying(params, run_id, check), "evaluate": lambda: evaluate_task(run_id),
+             "export": lambda: export_task(run_id), "register": lambda: register_task(run_id, params)}
+    return {step.name: calls[step.name]() for step in steps.RUN_STEPS}
+
+
+def train_and_register(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
+    """The run's steps, then publish; publish the per-epoch table."""
+    from prefect.artifacts import create_table_artifact
+    results = run_steps(params, run_id, check)
     dvc_record = publish_task(params, run_id)
-    create_table_artifact(summary.epoch_rows(steps.training_history(run_id)), key="epoch-metrics",
+    create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
                           description=f"per-epoch metrics of MLflow run {run_id}")
-    return {"run_id": run_id, "metrics": metrics, "savedmodel": savedmodel, "gate": gate, "dvc_record": dvc_record}
+    return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
+            "gate": results["register"], "dvc_record": dvc_record}
 
 
 def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -161,28 +171,30 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     params = load_params(flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size,
                                          "learning_rate": learning_rate, "backend": backend, "model": model},
                                         overrides))
-    steps.check_versionable(params)
+    check_versionable(params)
     prepare_data(params)
-    preflight_task(params)
+    check = preflight_task(params)
     version = version_task()
-    state = steps.state_step(params, version)
-    changes = steps.changes_step(params, state)
-    previous = steps.previous_run_step(params, state) if skip_unchanged and not force else None
+    state = run_state(params, version)
+    changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
+    previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged and not force \
+        else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
-        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), steps.run_link(params, previous)),
+        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    result = train_and_register(params, open_run_task(params, version, state))
+    result = train_and_register(params, open_run_task(params, check, version, state), check)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
-                                                  steps.run_link(params, result["run_id"])),
+                                                  run_log.run_link(params, result["run_id"])),
                              key="run-summary", description=f"MLflow run {result['run_id']}")
     return {"skipped": False, **result}
 
 
 def resume_override(overrides: dict[str, Any]) -> dict[str, Any]:
     """`--resume`: continue the newest interrupted run (train.resume_from)."""
-    return overrides | {"train.resume_from": steps.interrupted_run_step(load_params(overrides))}
+    from tasks.tracking.resume import interrupted_run
+    return overrides | {"train.resume_from": interrupted_run(load_params(overrides))}
 
 
 def dry_run(overrides: dict[str, Any]) -> int:
@@ -202,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("--skip-unchanged", "--force", "--resume", "--dry-run"):
         parser.add_argument(flag, action="store_true")
     flags, rest = parser.parse_known_args(argv)
-    overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, steps.check_versionable)
+    overrides = checked_overrides("python -m flows.pipeline", __doc__, rest, check_versionable,
+                                  resolve_hosts=not flags.dry_run)
     if overrides is None:
         return 2
     if flags.dry_run:

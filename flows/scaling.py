@@ -14,6 +14,7 @@ from flows.pipeline import log_line, prepare_data, version_task
 from tasks import steps
 from tasks.errors import report
 from tasks.params import Params, load_params
+from tasks.versioning.dvc_record import check_versionable
 
 
 @task(name="train-at-np")
@@ -34,7 +35,7 @@ def report_task(params: Params, runs: list[tuple[int, str]]) -> list[dict[str, A
 def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Prepare and version once, train at each np in ascending order, report the scaling table."""
     params = load_params(overrides)
-    steps.check_versionable(params)
+    check_versionable(params)
     prepare_data(params)
     version_task()
     runs = []
@@ -44,7 +45,7 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    overrides = checked_overrides("python -m flows.scaling", __doc__, argv, steps.check_versionable,
+    overrides = checked_overrides("python -m flows.scaling", __doc__, argv, check_versionable,
                                   counts=lambda params: params.train.scaling_np)
     if overrides is None:
         return 2

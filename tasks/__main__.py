@@ -13,16 +13,19 @@ import argparse
 import sys
 from pathlib import Path
 
+from tasks import steps
 from tasks.errors import report
+from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
+
+RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["prepare", "version", "train", "evaluate", "export", "register", "restore",
-                                         "compare"])
+    parser.add_argument("step", choices=["prepare", "version", *RUN_STEP_NAMES, "restore", "compare"])
     parser.add_argument("--run-id", help="restore: the MLflow run whose data to bring back")
     parser.add_argument("--data-hash", help="restore: the DVC hash of the data to bring back")
     parser.add_argument("--last", type=int, default=5, help="compare: how many runs (newest first)")
@@ -35,36 +38,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stage(step: str, params: Params) -> str:
     """One dvc.yaml stage: it works on the run whose model is published (train opens a new run) and publishes what
     it made; `dvc repro` records dvc.lock after each stage."""
-    from tasks import steps
+    publishes = list(steps.run_step_named(step).publishes)
     if step == "train":
-        steps.preflight_step(params)
-        run_id = steps.open_run_step(params)
-        steps.train_step(params, run_id)
-        steps.publish_step(params, run_id, ["model"], record=False)
+        check = steps.preflight_step(params)
+        run_id = steps.open_run_step(params, check)
+        steps.train_step(params, run_id, check)
+        steps.publish_step(params, run_id, publishes, record=False)
         return f"mlflow run: {run_id}"
-    run_id = steps.published_run_step()
+    run_id = published_run(steps.RUN_STEPS[0].publishes[0])  # the run whose model is published now
     if step == "evaluate":
-        metrics = steps.evaluate_step(run_id)
-        steps.publish_step(params, run_id, ["metrics.json", "evaluation"], record=False)
-        return str(metrics)
-    if step == "export":
-        savedmodel = steps.export_step(run_id)
-        steps.publish_step(params, run_id, ["savedmodel"], record=False)
-        return f"savedmodel: {savedmodel}"
-    decision = steps.register_step(run_id, params)
-    steps.publish_step(params, run_id, ["gate.json"], record=False)
-    return decision.sentence()
+        result: object = steps.evaluate_step(run_id)
+    elif step == "export":
+        result = f"savedmodel: {steps.export_step(run_id)}"
+    else:
+        result = steps.register_step(run_id, params).sentence()
+    steps.publish_step(params, run_id, publishes, record=False)
+    return str(result)
 
 
 def run_step(step: str, args: argparse.Namespace) -> None:
     """Run one step with the validated params and print its result."""
     params = load_params(parse_assignments(args.overrides))
-    from tasks import steps
     if step == "prepare":
         print(steps.prepare_step(params))
     elif step == "version":
         print(f"data version: {steps.version_step().data_hash}")
-    elif step in ("train", "evaluate", "export", "register"):
+    elif step in RUN_STEP_NAMES:
         print(stage(step, params))
     elif step == "restore":
         data_hash, target = steps.restore_step(args.run_id, args.data_hash)

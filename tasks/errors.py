@@ -1,5 +1,9 @@
 """How a failure ends on the command line: one sentence, last, as `error: ...`; exit 2 for bad input (it fails the
-same way every time until the input changes), 1 for a failure of the run."""
+same way every time until the input changes), 1 for a failure of the run.
+
+An error says it is bad input through its class attribute `bad_input = True` (params, data, hosts, checkpoints to
+resume), as a launch failure says whether it may pass next time through `retryable`.
+"""
 from __future__ import annotations
 
 import sys
@@ -7,18 +11,9 @@ import sys
 BAD_INPUT_EXIT, FAILURE_EXIT = 2, 1
 
 
-def bad_input_types() -> tuple[type[BaseException], ...]:
-    """Errors that say the input (params, data, hosts, checkpoints to resume) is wrong."""
-    from tasks.data.source_data import SourceError
-    from tasks.data.validate import DataInvalid
-    from tasks.launch.preflight import PreflightError
-    from tasks.params import ParamsError
-    from trainer.checkpoint_files import CheckpointMismatch
-    return ParamsError, PreflightError, SourceError, DataInvalid, CheckpointMismatch
-
-
-def is_bad_input(error: BaseException) -> bool:
-    return isinstance(error, bad_input_types())
+def is_bad_input(error: BaseException | None) -> bool:
+    """Whether the error says the input is wrong (running again cannot help)."""
+    return bool(getattr(error, "bad_input", False))
 
 
 def sentence(error: BaseException) -> str:

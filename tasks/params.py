@@ -25,6 +25,7 @@ def parse_dataset(spec: str) -> tuple[str, str]:
 
 class ParamsError(ValueError):
     """Bad parameters; str() is one line that names the problem."""
+    bad_input = True
 
 
 class DataParams(Section):
@@ -87,17 +88,23 @@ class Params(Section):
                 for section, values in self.model_dump().items() for key, value in values.items()}
 
 
+def section_fields(section: str) -> dict[str, Any]:
+    """The fields of a section of params.yaml, by name."""
+    model = Params.model_fields[section].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return dict(model.model_fields)
+
+
 def _union_choices(section: str, name: str) -> str:
     """What a word-or-boolean field takes, in words: `'auto', true or false`."""
-    annotation = Params.model_fields[section].annotation.model_fields[name].annotation
+    annotation = section_fields(section)[name].annotation
     words = [repr(word) for word in literal_words(annotation)] + ["true", "false"]
     return ", ".join(words[:-1]) + f" or {words[-1]}"
 
 
 def _word_field(section: str, name: str) -> bool:
     """Whether a field takes words (a Literal, alone or with a boolean)."""
-    fields = Params.model_fields
-    return section in fields and bool(literal_words(fields[section].annotation.model_fields[name].annotation))
+    return section in Params.model_fields and bool(literal_words(section_fields(section)[name].annotation))
 
 
 def _one_line(error: ValidationError) -> str:
@@ -105,8 +112,8 @@ def _one_line(error: ValidationError) -> str:
     loc = first["loc"]
     message = first["msg"].removeprefix("Value error, ")
     # a union's member (`literal['auto']`, `bool`) of a word-or-boolean field: the field's choices
-    if len(loc) == 3 and isinstance(loc[2], str) and _word_field(*loc[:2]):
-        loc, message = loc[:2], f"Input should be {_union_choices(*loc[:2])}"
+    if len(loc) == 3 and isinstance(loc[2], str) and _word_field(str(loc[0]), str(loc[1])):
+        loc, message = loc[:2], f"Input should be {_union_choices(str(loc[0]), str(loc[1]))}"
     where = ".".join(str(part) for part in loc)
     value = first.get("input")
     extra = "" if isinstance(value, dict) or repr(value) in message else f" (got {value!r})"
@@ -141,10 +148,10 @@ def _full_key(key: str) -> tuple[str, str]:
     """`epochs` or `train.epochs` -> ('train', 'epochs'); unknown or ambiguous keys fail."""
     if "." in key:
         section, name = key.split(".", 1)
-        if section in Params.model_fields and name in Params.model_fields[section].annotation.model_fields:
+        if section in Params.model_fields and name in section_fields(section):
             return section, name
         raise ParamsError(f"bad parameter {key}: no such parameter")
-    sections = [s for s, f in Params.model_fields.items() if key in f.annotation.model_fields]
+    sections = [section for section in Params.model_fields if key in section_fields(section)]
     if len(sections) != 1:
         problem = "no such parameter" if not sections else "ambiguous, prefix a section"
         raise ParamsError(f"bad parameter {key}: {problem}")
@@ -156,7 +163,7 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     merged = {section: dict(values or {}) for section, values in raw.items()}
     for key, value in overrides.items():
         section, name = _full_key(key)
-        annotation = Params.model_fields[section].annotation.model_fields[name].annotation
+        annotation = section_fields(section)[name].annotation
         merged.setdefault(section, {})[name] = _parse_value(value, annotation) if isinstance(value, str) else value
     return merged
 

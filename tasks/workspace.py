@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tasks.paths import OUTPUTS_DIR
 
@@ -33,3 +34,8 @@ class RunWorkspace:
     metrics_file = _inside("metrics.json")
     gate_file = _inside("gate.json")
     training_lock = _inside(".training.lock")  # held while the run trains: a live run is never resumed twice
+
+    def training_history(self) -> dict[str, list[Any]]:
+        """Per-epoch metrics of the run's training (from the trained model's summary)."""
+        from trainer.model_io import read_train_summary
+        return read_train_summary(self.model_dir)["history"]

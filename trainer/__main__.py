@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, required=True, help="the job's configuration file (JSON)")
     # Each line leaves in one write (unbuffered output writes the text and its newline apart, and mpirun tags each
     # write as a line of its own).
-    sys.stdout.reconfigure(line_buffering=True, write_through=False)
+    sys.stdout.reconfigure(line_buffering=True, write_through=False)  # type: ignore[union-attr]
     config_file = parser.parse_args(argv).config
     start_heartbeat()  # before TensorFlow loads
     run(read_config(config_file))

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from trainer.protocol import epoch_line
 from trainer.schedule import current_rate
 
 
@@ -67,8 +68,7 @@ class EpochReport(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         metrics = {key: float(value) for key, value in (logs or {}).items()}
         metrics["learning_rate"] = current_rate(self.model.optimizer)
-        shown = " ".join(f"{key}={value:.4g}" for key, value in sorted(metrics.items()))
-        print(f"epoch {epoch + 1}: {shown}", flush=True)
+        print(epoch_line(epoch, metrics), flush=True)
         if self._sink is not None:
             self._sink(epoch, metrics)
 

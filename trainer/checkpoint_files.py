@@ -12,6 +12,7 @@ OWNER_FILE = "owner.json"
 
 class CheckpointMismatch(ValueError):
     """The checkpoints were written by another config or code version."""
+    bad_input = True  # the launcher's error report reads this: the input, not the run, is wrong
 
 
 def checkpoint_owner(directory: Path) -> str | None:

@@ -13,11 +13,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from trainer.backends import BACKENDS
+from trainer.backends.registry import BACKEND_NAMES
 from trainer.models import MODEL_CATALOG
 
 CONFIG_FILE_NAME = "trainer_config.json"  # beside the model it trained: the job's resolved configuration
-Backend = Literal[BACKENDS]  # type: ignore[valid-type]
+Backend = Literal[BACKEND_NAMES]  # type: ignore[valid-type]
 Precision = Literal["fp32", "mixed_float16", "mixed_bfloat16"]
 AugmentOp = Literal["crop", "flip", "brightness", "contrast"]
 
@@ -45,7 +45,7 @@ class Section(BaseModel):
         word gets it back."""
         if not isinstance(value, bool):
             return value
-        words = literal_words(cls.model_fields[info.field_name].annotation)
+        words = literal_words(cls.model_fields[info.field_name].annotation) if info.field_name else ()
         return next((word for word in YAML11_BOOLEAN_WORDS[value] if word in words), value)
 
 
@@ -77,7 +77,7 @@ class ElasticParams(Section):
 
 class TrainParams(Section):
     """How the model is trained and distributed."""
-    backend: Backend = "horovod"  # type: ignore[valid-type]
+    backend: Backend = "horovod"
     np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
     hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
@@ -93,7 +93,7 @@ class TrainParams(Section):
     learning_rate: float = Field(0.001, gt=0)  # for one replica
     scale_lr: bool = True  # linear rule: x replicas
     warmup_epochs: float = Field(2.0, ge=0)
-    precision: Precision = "fp32"  # type: ignore[valid-type]
+    precision: Precision = "fp32"
     jit_compile: bool = False
     steps_per_execution: int = Field(4, ge=1)  # Keras fit backends: training steps per compiled call
     fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce

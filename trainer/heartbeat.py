@@ -8,9 +8,7 @@ import os
 import threading
 import time
 
-HEARTBEAT_LINE = "ringflow_heartbeat"
-HEARTBEAT_END_LINE = "ringflow_heartbeat_end"  # the process is ending of its own accord: no more beats to expect
-HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0: no heartbeat
+from trainer.protocol import HEARTBEAT_END_LINE, HEARTBEAT_ENV, HEARTBEAT_LINE
 
 
 def _beat(seconds: float) -> None:

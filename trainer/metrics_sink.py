@@ -3,17 +3,11 @@ as each epoch ends, so the epochs a run checkpointed are logged even when the la
 it: as output lines (`ringflow_metrics {...}`) that the launcher logs, so such a host never needs to reach MLflow."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Callable
 
-METRICS_LINE_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
-
-
-def metrics_line(epoch: int, metrics: dict[str, float]) -> str:
-    """One epoch's metrics as the line the launcher relays to MLflow."""
-    return METRICS_LINE_PREFIX + json.dumps({"epoch": epoch, "metrics": metrics})
+from trainer.protocol import metrics_line
 
 
 def print_epoch_metrics(epoch: int, metrics: dict[str, float]) -> None:

@@ -36,7 +36,8 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int) 
     if min(input_shape[:2]) < entry.min_size:
         raise ValueError(f"model {name} needs inputs of at least {entry.min_size}x{entry.min_size}, "
                          f"got {input_shape[0]}x{input_shape[1]} (set input.image_size)")
-    return entry.build(tuple(input_shape), num_classes)
+    height, width, channels = input_shape
+    return entry.build((height, width, channels), num_classes)
 
 
 def _layers() -> Any:

@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from trainer.backends.registry import backend_spec
 from trainer.callbacks import EpochReport, Throughput
 from trainer.config import TrainerConfig
 from trainer.data import cache_in_memory, model_input_shape
 from trainer.metrics_sink import metric_sink
 from trainer.model_io import save_model, write_train_summary
 from trainer.prepared_data import read_manifest
+from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
 from trainer.sharding import TrainingPlan, training_plan
 
@@ -32,12 +34,21 @@ class Plan:
     warmup_steps: int
 
 
-def plan(config: TrainerConfig, replicas: int, pipelines: int) -> Plan:
-    """Global batch, each input pipeline's share of the data, steps per epoch and the scaled learning rate for
-    `replicas` replicas fed by `pipelines` input pipelines (one per Horovod rank or tf.distribute worker)."""
+def local_gpu_count() -> int:
+    """The GPUs this host has (what the backend's spec counts replicas from)."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def plan(config: TrainerConfig, processes: int, gpus_per_host: int | None = None) -> Plan:
+    """Global batch, each input pipeline's share of the data, steps per epoch and the scaled learning rate, for
+    `processes` (Horovod ranks or tf.distribute workers: the job's np, or an elastic ring's current size) on hosts
+    with `gpus_per_host` GPUs (None: this host's), as the backend's spec counts replicas and input pipelines."""
     train = config.train
+    spec = backend_spec(train.backend)
+    gpus = local_gpu_count() if gpus_per_host is None else gpus_per_host
     manifest = read_manifest(config.job.data_dir)
-    global_batch = train.batch_size * replicas
+    replicas, pipelines = spec.replicas(processes, gpus), spec.input_pipelines(processes)
+    global_batch = spec.global_batch(train.batch_size, processes, gpus)
     data = training_plan(manifest, pipelines, global_batch // pipelines, train.seed)
     steps = max(1, data.steps_per_epoch)
     rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
@@ -95,7 +106,7 @@ def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callb
 
 def report_epoch(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
     """The reporting process of a custom loop: one printed line, MLflow, TensorBoard."""
-    print(f"epoch {epoch + 1}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())), flush=True)
+    print(epoch_line(epoch, logs), flush=True)
     if sink is not None:
         sink(epoch, logs)
     if writer is not None:
@@ -113,8 +124,8 @@ def weights_digest(model: tf.keras.Model) -> str:
 
 
 def print_weights_digest(model: tf.keras.Model, who: str) -> None:
-    """One line per process at the end: `weights_sha256 <who> <digest>` (all equal for synchronous training)."""
-    print(f"weights_sha256 {who} {weights_digest(model)}", flush=True)
+    """One line per process at the end: the digest of its weights (all equal for synchronous training)."""
+    print(weights_line(who, weights_digest(model)), flush=True)
 
 
 def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,

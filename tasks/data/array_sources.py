@@ -71,8 +71,9 @@ def load_npz(argument: str) -> SourceData:
         classes = ([str(c) for c in arrays["classes"]] if "classes" in arrays.files
                    else [str(i) for i in range(int(labels.max()) + 1)])
     for split, data in splits.items():
-        if len(data.arrays) != len(data.labels):
-            raise SourceError(f"{path.name}: {split} has {len(data.arrays)} images but {len(data.labels)} labels")
+        images = len(data.arrays) if data.arrays is not None else 0
+        if images != len(data.labels):
+            raise SourceError(f"{path.name}: {split} has {images} images but {len(data.labels)} labels")
     if labels.min() < 0 or labels.max() >= len(classes):
         raise SourceError(f"{path.name}: labels must lie in 0..{len(classes) - 1}")
     return SourceData(f"npz:{argument}", classes, splits, {"sha256": file_sha256(path)})

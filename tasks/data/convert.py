@@ -71,7 +71,7 @@ def _reencoded(image: Any, image_format: str, channels: int, max_side: int) -> t
     if scale < 1:  # sizes after the DCT scale and the turn
         factor = max_side / min(upright.size)
         upright = upright.resize((max(1, round(upright.width * factor)), max(1, round(upright.height * factor))),
-                                 Image.BICUBIC, reducing_gap=2.0)
+                                 Image.Resampling.BICUBIC, reducing_gap=2.0)
     pixels = np.asarray(upright)
     pixels = pixels[..., None] if pixels.ndim == 2 else pixels
     if image_format != "jpeg" or scale == 1:  # only turned: lossless
@@ -118,9 +118,10 @@ def _encoded(job: ShardJob) -> Iterator[tuple[str, tuple[bytes, str, tuple[int, 
         return
     names = data.files if data.files is not None else \
         [f"{Path(job.path).name.split('-')[0]} record {index}" for index in job.indices]
+    blobs = data.blobs or []
     for index, name in enumerate(names):
         try:
-            blob = Path(name).read_bytes() if data.files is not None else data.blobs[index]
+            blob = Path(name).read_bytes() if data.files is not None else blobs[index]
             yield name, checked(blob, job.max_side)
         except (BadImage, OSError) as error:
             yield name, BadImage(str(error))
@@ -129,7 +130,7 @@ def _encoded(job: ShardJob) -> Iterator[tuple[str, tuple[bytes, str, tuple[int, 
 def write_shard(job: ShardJob) -> dict[str, Any]:
     """Write one shard (atomically), leaving out images that cannot be decoded; returns its manifest entry plus
     shape and format counts and the images left out, with their reasons."""
-    shapes, formats, bad = Counter(), Counter(), []
+    shapes, formats, bad = Counter[tuple[int, ...]](), Counter[str](), []
     with TFRecordFile(Path(job.path)) as writer:
         for (name, encoded), label in zip(_encoded(job), job.data.labels):
             if isinstance(encoded, BadImage):
@@ -150,6 +151,7 @@ def estimated_bytes(data: SplitData, sample: int = 64) -> int:
     elif data.files is not None:
         payload = sum(os.path.getsize(f) for f in data.files)
     else:
+        assert data.arrays is not None  # one of files, blobs or arrays
         picked = data.arrays[: min(sample, len(data))]
         payload = int(np.mean([len(encode_png(image)) for image in picked]) * len(data)) if len(picked) else 0
     return payload + RECORD_OVERHEAD * len(data)

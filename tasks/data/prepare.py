@@ -89,7 +89,7 @@ def shape_statistics(shapes: Counter) -> dict[str, Any]:
 
 
 def build_manifest(source: SourceData, params: DataParams, results: dict[str, list[dict]]) -> dict[str, Any]:
-    shapes, formats, skipped = Counter(), Counter(), []
+    shapes, formats, skipped = Counter[str](), Counter[str](), []
     splits = {}
     for split, shard_results in results.items():
         for result in shard_results:
@@ -129,3 +129,13 @@ def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = T
         check_bad_images(manifest, params.bad_images)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     return PrepareResult(manifest, skipped=False)
+
+
+def left_out_line(manifest: dict[str, Any], data_dir: Path) -> str | None:
+    """The images data.bad_images: skip left out of the data, in one line (None: none)."""
+    left_out = manifest.get("skipped")
+    if not left_out:
+        return None
+    names = ", ".join(bad["file"] for bad in left_out[:3]) + (", ..." if len(left_out) > 3 else "")
+    return (f"{len(left_out)} image(s) left out because they cannot be decoded (data.bad_images: skip), listed in "
+            f"{data_dir / 'manifest.json'}: {names}")

@@ -19,6 +19,7 @@ SPLIT_ALIASES = {"train": "train", "validation": "validation", "val": "validatio
 
 class SourceError(ValueError):
     """A source cannot be read; the message says what to do."""
+    bad_input = True
 
 
 @dataclass

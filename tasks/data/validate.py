@@ -16,6 +16,7 @@ REPORT_NAME = "validation.json"
 
 class DataInvalid(ValueError):
     """The prepared data does not match its manifest; the message names the shard (and record)."""
+    bad_input = True
 
 
 def _tf_error_text(message: str) -> str:

@@ -1,8 +1,9 @@
-"""The processes of one training job: their commands and environments, for every backend.
+"""The processes of one training job: their commands and environments, for every backend. Pure: it contacts no
+host (the ports of tf.distribute servers are passed in, picked by the job on their hosts), so a dry run prints it.
 
-horovod / horovod-tape: horovodrun (Gloo, or MPI where built and present); mirrored / central-storage / one-device:
-one process; multiworker: one process per worker with TF_CONFIG; parameter-server: parameter servers and workers
-(tf.distribute servers) plus the coordinator. Every training process reads the job's configuration file.
+horovodrun backends: horovodrun (Gloo, or MPI where built and present); one-process backends: one process; cluster
+backends: one process per TF_CONFIG task (multiworker: the workers; parameter-server: parameter servers and
+workers, as tf.distribute servers, plus the coordinator). Every training process reads the job's configuration file.
 """
 from __future__ import annotations
 
@@ -12,23 +13,26 @@ import shlex
 import sys
 from pathlib import Path
 
-from tasks.launch.elastic import discovery_script, elastic_arguments, elastic_interface
-from tasks.launch.hosts import SSH_OPTIONS, head_address, is_local
-from tasks.launch.ports import pick_ports
-from tasks.launch.preflight import host_slots
-from tasks.launch.processes import Process
-from tasks.launch.watch import JobLimits
+from tasks.launch.elastic import elastic_arguments, elastic_interface
+from tasks.launch.hostlist import host_slots, listed, rank_hosts
+from tasks.launch.remote.addresses import head_address, is_local
+from tasks.launch.remote.command import ssh_command
+from tasks.launch.remote.discovery import discovery_script
+from tasks.launch.supervise.processes import Process
+from tasks.launch.supervise.watch import JobLimits
 from tasks.params import Params
 from tasks.paths import ROOT
 from tasks.tracking.mlflow_store import tracking_uri
-from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
-from trainer.heartbeat import HEARTBEAT_ENV
+from trainer.backends.registry import backend_spec
+from trainer.protocol import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 # ssh passes almost none of the environment: what a process started on another host needs, named
 FORWARDED_OVER_SSH = ("TF_CONFIG", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
                       "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
+UNPICKED_PORT = "<port>"  # a dry run's placeholder: ports are picked on their hosts at launch
+Placement = dict[str, list[str]]  # task type -> the host of each task
 
 
 def trainer_command(config_file: Path) -> list[str]:
@@ -43,14 +47,6 @@ def stall_arguments(stall_seconds: int) -> list[str]:
     warning = max(1, stall_seconds // 2)
     return ["--stall-check-warning-time-seconds", str(warning),
             "--stall-check-shutdown-time-seconds", str(max(stall_seconds, warning + 1))]
-
-
-def rank_hosts(params: Params) -> tuple[str, ...]:
-    """The host of each rank, in rank order (horovodrun fills each host's slots in turn); elastic: of every rank
-    there may be."""
-    slots, elastic = host_slots(params.train), params.train.elastic
-    return tuple(host for host, count in slots.items() for _ in range(count))[: elastic.max_np if elastic else
-                                                                                params.train.np]
 
 
 def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
@@ -81,23 +77,42 @@ def rank_environment(run_id: str | None = None) -> dict[str, str]:
     return env
 
 
-def _task_hosts(hosts: dict[str, int], count: int, head: str) -> list[str]:
-    """The hosts of `count` tasks, filling each host's slots in turn, then this machine (as `head`)."""
-    names = [host for host, slots in hosts.items() for _ in range(slots)]
-    return (names + [head] * max(0, count - len(names)))[:count]
+def head_of(hosts: list[str]) -> str:
+    """Where the hosts reach the processes started on this machine (a placeholder when a host does not resolve,
+    which only a dry run gets this far with)."""
+    try:
+        return head_address(hosts)
+    except OSError:
+        return "<this machine>"
 
 
-def cluster_addresses(params: Params) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """The tf.distribute cluster (task type: host:port of each task) and, for parameter-server, the tf.data
-    dispatcher's address; every port picked on the host that listens on it."""
+def cluster_placement(params: Params) -> Placement:
+    """The host of each tf.distribute task: workers fill the listed hosts' slots in turn, then this machine;
+    parameter-server's servers, coordinator and tf.data dispatcher run on this machine."""
     train = params.train
-    hosts = host_slots(train) if (train.hosts or train.hostfile) else {}
-    head = head_address(list(hosts))  # where the hosts reach the processes started on this machine
-    placed = {"worker": _task_hosts(hosts, train.np, head)}
-    if train.backend == "parameter-server":  # the tf.data service's dispatcher runs in the coordinator
+    hosts = host_slots(train) if listed(train) else {}
+    head = head_of(list(hosts))
+    names = [host for host, slots in hosts.items() for _ in range(slots)]
+    placed = {"worker": (names + [head] * max(0, train.np - len(names)))[:train.np]}
+    if backend_spec(train.backend).with_servers:  # the tf.data service's dispatcher runs in the coordinator
         placed |= {"ps": [head] * train.num_ps, "chief": [head], "data_dispatcher": [head]}
-    ports = iter(pick_ports([host for task_hosts in placed.values() for host in task_hosts]))
-    cluster = {task: [f"{host}:{next(ports)}" for host in task_hosts] for task, task_hosts in placed.items()}
+    return placed
+
+
+def port_hosts(params: Params) -> list[str]:
+    """The host of every port the job's servers listen on, in the plan's order (none without servers)."""
+    if backend_spec(params.train.backend).launcher != "cluster":
+        return []
+    return [host for task_hosts in cluster_placement(params).values() for host in task_hosts]
+
+
+def cluster_addresses(params: Params, ports: list[int] | None) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The tf.distribute cluster (task type: host:port of each task) and, for parameter-server, the tf.data
+    dispatcher's address; `ports` in port_hosts' order (None: placeholders)."""
+    placed = cluster_placement(params)
+    given = iter(ports) if ports is not None else None
+    cluster = {task: [f"{host}:{next(given) if given else UNPICKED_PORT}" for host in task_hosts]
+               for task, task_hosts in placed.items()}
     extra = {"data_dispatcher": cluster.pop("data_dispatcher")[0]} if "data_dispatcher" in cluster else {}
     return cluster, extra
 
@@ -109,13 +124,14 @@ def _process(host_port: str, command: list[str], env: dict[str, str], label: str
         return Process(command, env, label, waited, (host,))
     forwarded = " ".join(f"{key}={shlex.quote(env[key])}" for key in FORWARDED_OVER_SSH if key in env)
     remote = f"cd {shlex.quote(str(ROOT))} && env {forwarded} {shlex.join(command)}"
-    return Process(["ssh", *SSH_OPTIONS, host, remote], env, label, waited, (host,))
+    return Process(ssh_command(host, remote), env, label, waited, (host,))
 
 
-def cluster_processes(params: Params, config_file: Path, env: dict[str, str]) -> list[Process]:
+def cluster_processes(params: Params, config_file: Path, env: dict[str, str],
+                      ports: list[int] | None) -> list[Process]:
     """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
-    cluster, extra = cluster_addresses(params)
-    with_servers = params.train.backend == "parameter-server"
+    cluster, extra = cluster_addresses(params, ports)
+    with_servers = backend_spec(params.train.backend).with_servers
     processes = []
     for task_type, addresses in cluster.items():
         for index, address in enumerate(addresses):
@@ -135,41 +151,41 @@ def controller_environment(controller: str) -> dict[str, str]:
     return {}
 
 
-def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> list[Process]:
-    """The processes of one training job (controller: Horovod's, None for tf.distribute backends)."""
+def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+                ports: list[int] | None = None) -> list[Process]:
+    """The processes of one training job (controller: Horovod's, None for tf.distribute backends; ports: of the
+    servers, in port_hosts' order)."""
     env = env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
-    if controller is not None:
+    launcher = backend_spec(params.train.backend).launcher
+    if launcher == "horovodrun" and controller is not None:
         return [Process(horovod_command(params, controller, config_file), env | controller_environment(controller),
-                        hosts=rank_hosts(params))]
-    if params.train.backend in CLUSTER_BACKENDS:
-        return cluster_processes(params, config_file, env)
+                        hosts=rank_hosts(params.train))]
+    if launcher == "cluster":
+        return cluster_processes(params, config_file, env, ports)
     return [Process(trainer_command(config_file), env, "0")]
 
 
-def training_data_plan(params: Params, manifest: dict) -> TrainingPlan:
-    """Each input pipeline's share of the training split per epoch, as the processes will cut it (Horovod: one
-    pipeline per rank; multiworker: one per worker; single-process strategies: one for all local replicas)."""
+def training_data_plan(params: Params, manifest: dict, gpus_per_host: int) -> TrainingPlan:
+    """Each input pipeline's share of the training split per epoch, as the processes will cut it (the backend's
+    spec says how many pipelines and what global batch)."""
     train = params.train
-    if train.backend in HOROVOD_BACKENDS or train.backend in ("multiworker", "multiworker-tape"):
-        pipelines, batch = train.np, train.batch_size
-    elif train.backend == "parameter-server":  # one step is one worker's batch, from the shared tf.data service
-        pipelines, batch = 1, train.batch_size
-    else:
-        pipelines, batch = 1, train.batch_size * (1 if train.backend == "one-device" else train.np)
-    return training_plan(manifest, pipelines, batch, train.seed)
+    spec = backend_spec(train.backend)
+    pipelines = spec.input_pipelines(train.np)
+    return training_plan(manifest, pipelines, spec.global_batch(train.batch_size, train.np, gpus_per_host) // pipelines,
+                         train.seed)
 
 
-def data_plan_lines(params: Params, manifest: dict) -> list[str]:
+def data_plan_lines(params: Params, manifest: dict, gpus_per_host: int) -> list[str]:
     """The training data plan in words, one line per input pipeline."""
-    lines = training_data_plan(params, manifest).lines()
-    if params.train.backend == "parameter-server":
+    lines = training_data_plan(params, manifest, gpus_per_host).lines()
+    if backend_spec(params.train.backend).with_servers:
         shared = f"the {params.train.np} workers together (tf.data service, each batch to one worker)"
         lines = [line.replace("rank 0", shared, 1) for line in lines]
     return lines
 
 
 def describe_launch(params: Params, controller: str | None, config_file: Path) -> list[str]:
-    """The launch plan in words: each process's host and command line."""
+    """The launch plan in words: each process's host and command line (server ports are picked at launch)."""
     processes = launch_plan(params, controller, config_file, {"TF_CONFIG": "{}"})
     lines = []
     for process in processes:

@@ -1,142 +1,81 @@
-"""Preflight: everything that can be checked before a launch, each failure one clear line."""
+"""Preflight: everything that can be checked before a launch, each failure one clear line.
+
+`check_settings` needs neither the data nor another host (the command line runs it before anything starts);
+`check_launch` is the whole preflight, run once per pipeline run: the data against the model and the global batch,
+then every remote host probed over ssh; its result (the launch check) travels to the launch. `dry_run_check`
+contacts no host.
+"""
 from __future__ import annotations
 
-import shutil
+import re
 import socket
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.launch.elastic import elastic_problem
-from tasks.launch.hosts import probe_remote_hosts, remote_host_problem
-from tasks.launch.shipping import data_key, hosts_without_shared_fs, shared_fs_problem
+from tasks.launch.errors import PreflightError  # noqa: F401  (raised here; callers catch it from here)
+from tasks.launch.horovod_build import check_horovod
+from tasks.launch.hostlist import host_slots, listed
+from tasks.launch.remote import host_probe
+from tasks.launch.remote.addresses import is_local
+from tasks.launch.remote.probe import HostAnswer, interface_problem, probe_remote_hosts, remote_host_problem
+from tasks.launch.remote.shared_fs import fresh_token, hosts_without_shared_fs, shared_fs_problem
+from tasks.launch.remote.shipping import data_key
 from tasks.params import Params
-from tasks.paths import PREPARED_DIR
-from trainer.backends import CLUSTER_BACKENDS, HOROVOD_BACKENDS
+from tasks.paths import OUTPUTS_DIR, ROOT
+from trainer.backends.registry import backend_spec
 from trainer.config import TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
-CHECK_BUILD_CACHE = Path(sys.executable).parent.parent / ".ringflow-check-build"
+INTERFACE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")  # what Linux allows in an interface name
 
 
-class PreflightError(RuntimeError):
-    """A launch would fail; the message says why in one line."""
+@dataclass(frozen=True)
+class LaunchCheck:
+    """What preflight found out for the launch: Horovod's controller (None: tf.distribute), the GPUs of the job's
+    first host, the remote hosts that do not share this machine's filesystem and those of them that already hold
+    this version of the data; `hosts_checked`: False for a dry run, which contacts no host."""
+    controller: str | None
+    gpus_per_host: int = 0
+    unshared_hosts: tuple[str, ...] = ()
+    hosts_with_data: tuple[str, ...] = ()
+    hosts_checked: bool = True
 
 
-def check_build_report() -> str:
-    """`horovodrun --check-build`, as scripts/setup.sh recorded it (run now when it did not)."""
-    if CHECK_BUILD_CACHE.is_file():
-        return CHECK_BUILD_CACHE.read_text()
-    horovodrun = Path(sys.executable).with_name("horovodrun")
-    done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True, timeout=300)
-    return done.stdout
-
-
-def controller(train: TrainParams, report: str) -> str:
-    """'mpi' or 'gloo': the requested one, or for auto MPI when Horovod has it and mpirun exists."""
-    if train.controller != "auto":
-        return train.controller
-    if train.elastic:  # Horovod's elastic mode runs on Gloo only
-        return "gloo"
-    return "mpi" if "[X] MPI" in report and shutil.which("mpirun") else "gloo"
-
-
-def parse_hosts(hosts: str) -> dict[str, int]:
-    """'h1:4,h2:2' -> {'h1': 4, 'h2': 2} (a host without ':N' has 1 slot)."""
-    slots = {}
-    for item in filter(None, (part.strip() for part in hosts.split(","))):
-        name, _, count = item.partition(":")
-        if count and not count.isdigit():
-            raise PreflightError(f"bad hosts entry {item!r}: expected host or host:slots")
-        slots[name] = slots.get(name, 0) + int(count or 1)
-    return slots
-
-
-def read_hostfile(path: str) -> dict[str, int]:
-    """A horovodrun hostfile: 'host slots=N' (or 'host:N') per line."""
-    file = Path(path)
-    if not file.is_file():
-        raise PreflightError(f"hostfile {file} does not exist")
-    lines = [line.split("#")[0].strip() for line in file.read_text().splitlines()]
-    entries = [line.replace(" slots=", ":").replace("slots=", ":") for line in lines if line]
-    return parse_hosts(",".join(entries))
-
-
-def host_slots(train: TrainParams) -> dict[str, int]:
-    """The hosts a launch uses and their slots (localhost with np slots by default)."""
-    if train.hostfile:
-        return read_hostfile(train.hostfile)
-    if train.hosts:
-        return parse_hosts(train.hosts)
-    return {"localhost": train.np}
-
-
-def check_hosts(train: TrainParams) -> dict[str, int]:
+def check_slots(train: TrainParams, resolve: bool = True) -> dict[str, int]:
+    """The hosts and their slots: each resolves (unless not asked), np fits in the slots it fills."""
     slots = host_slots(train)
-    for host in slots:
+    for host in slots if resolve else ():
         try:
             socket.gethostbyname(host)
         except OSError:
             raise PreflightError(f"host {host!r} does not resolve") from None
-    listed = bool(train.hosts or train.hostfile)
-    placed = train.backend in HOROVOD_BACKENDS or (train.backend in CLUSTER_BACKENDS and listed)
+    placed = backend_spec(train.backend).launcher == "horovodrun" or \
+        (backend_spec(train.backend).one_process_per_slot and listed(train))
     if placed and train.np > sum(slots.values()):
         raise PreflightError(f"np {train.np} exceeds the {sum(slots.values())} slots of "
                              + ",".join(f"{h}:{n}" for h, n in slots.items()))
     return slots
 
 
-def check_horovod(train: TrainParams) -> str:
-    """Horovod built with TensorFlow and the controller to use; returns that controller."""
-    report = check_build_report()
-    if "[X] TensorFlow" not in report:
-        raise PreflightError("Horovod is not built with TensorFlow (run `make setup`)")
-    chosen = controller(train, report)
-    if f"[X] {'MPI' if chosen == 'mpi' else 'Gloo'}" not in report.split("Available Tensor Operations")[0]:
-        raise PreflightError(f"Horovod is not built with the {chosen.upper()} controller")
-    if chosen == "mpi" and not shutil.which("mpirun"):
-        raise PreflightError("controller mpi needs mpirun on PATH")
-    if train.jit_compile:
-        raise PreflightError("jit_compile needs Horovod's XLA ops, which this build leaves out: "
-                             "use a tf.distribute backend")
-    return chosen
-
-
-@dataclass(frozen=True)
-class LaunchCheck:
-    """What preflight found out for the launch: Horovod's controller (None: tf.distribute), the remote hosts that do
-    not share this machine's filesystem, and those of them that already hold this version of the data."""
-    controller: str | None
-    unshared_hosts: tuple[str, ...] = ()
-    hosts_with_data: tuple[str, ...] = ()
-
-
-def preflight_launch(params: Params, data_dir: Path = PREPARED_DIR) -> LaunchCheck:
-    """The checks that need no data: hosts (probed over ssh), slots, the shared filesystem, Horovod's build."""
-    slots = check_hosts(params.train)
-    horovod = params.train.backend in HOROVOD_BACKENDS
-    answers = probe_remote_hosts(list(slots), data_dir)
-    problem = remote_host_problem(slots, horovod, answers) or shared_fs_problem(params.train.shared_fs, answers)
-    if problem:
+def check_settings(params: Params, resolve: bool = True) -> str | None:
+    """The checks that need no data and no other host: hosts and slots, the interface's name, elastic settings,
+    Horovod's build. Returns Horovod's controller (None: a tf.distribute backend)."""
+    train = params.train
+    slots = check_slots(train, resolve)
+    if train.network_interface and not INTERFACE_NAME.match(train.network_interface):
+        raise PreflightError(f"train.network_interface {train.network_interface!r} is not an interface name")
+    if problem := interface_problem(train.network_interface, [host for host in slots if is_local(host)], {}):
+        raise PreflightError(problem)  # this machine's own interfaces; the other hosts' are asked by the probe
+    if problem := elastic_problem(train, ()):
         raise PreflightError(problem)
-    unshared = hosts_without_shared_fs(params.train.shared_fs, answers)
-    if problem := elastic_problem(params.train, unshared):
-        raise PreflightError(problem)
-    controller = check_horovod(params.train) if horovod else None
-    key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
-    return LaunchCheck(controller, unshared, tuple(host for host in unshared if answers[host]["data_key"] == key))
+    return check_horovod(train) if backend_spec(train.backend).horovod else None
 
 
-def preflight(params: Params, data_dir: Path) -> str | None:
-    """Check data, model fit, hosts and Horovod; returns the Horovod controller (None for tf.distribute)."""
-    return check_launch(params, data_dir).controller
-
-
-def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
-    """preflight, with all it found out for the launch."""
+def check_data(params: Params, data_dir: Path, gpus_per_host: int) -> None:
+    """The prepared data fits the model, and one global batch fits in the training split."""
     try:
         manifest = read_manifest(data_dir)
     except FileNotFoundError as error:
@@ -146,15 +85,66 @@ def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     if min(shape[:2]) < needed:
         raise PreflightError(f"model {params.train.model} needs inputs of at least {needed}x{needed}; "
                              f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
-    check_global_batch(params, manifest)
-    return preflight_launch(params, data_dir)
+    check_global_batch(params, manifest, gpus_per_host)
 
 
-def check_global_batch(params: Params, manifest: dict) -> None:
+def check_global_batch(params: Params, manifest: dict, gpus_per_host: int) -> None:
     """One optimizer step needs a global batch of records: more than the training split holds is bad input."""
-    records = manifest["splits"]["train"]["count"]
-    global_batch = params.train.batch_size * params.train.np
+    train, records = params.train, manifest["splits"]["train"]["count"]
+    spec = backend_spec(train.backend)
+    global_batch = spec.global_batch(train.batch_size, train.np, gpus_per_host)
     if global_batch > records:
-        raise PreflightError(f"the global batch (train.batch_size {params.train.batch_size} x {params.train.np} "
+        replicas = spec.replicas(train.np, gpus_per_host)
+        raise PreflightError(f"the global batch (train.batch_size {train.batch_size} x {replicas} "
                              f"replicas = {global_batch}) exceeds the {records} training records: "
                              f"lower train.batch_size or train.np")
+
+
+def first_host_gpus(slots: dict[str, int], answers: dict[str, HostAnswer]) -> int:
+    """The GPUs of the job's first host (this machine's own count when it is this machine)."""
+    first = next(iter(slots))
+    answer = answers.get(first)
+    return int(answer["gpus"]) if isinstance(answer, dict) else host_probe.gpu_count()
+
+
+def probe_hosts(params: Params, data_dir: Path, slots: dict[str, int]) -> dict[str, HostAnswer]:
+    """Every remote host asked at once, with a fresh shared-filesystem token; the first problem raised."""
+    train = params.train
+    with fresh_token(OUTPUTS_DIR) as token_file:
+        answers = probe_remote_hosts(list(slots), data_dir, token_file)
+    problem = remote_host_problem(slots, backend_spec(train.backend).horovod, answers) \
+        or shared_fs_problem(train.shared_fs, {h: a for h, a in answers.items() if isinstance(a, dict)}, ROOT) \
+        or interface_problem(train.network_interface, list(slots), answers)
+    if problem:
+        raise PreflightError(problem)
+    return answers
+
+
+def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
+    """The whole preflight: settings, hosts (probed over ssh), the data; all it found out for the launch."""
+    controller = check_settings(params)
+    slots = host_slots(params.train)
+    answers = probe_hosts(params, data_dir, slots)
+    gpus = first_host_gpus(slots, answers)
+    check_data(params, data_dir, gpus)
+    probed = {host: answer for host, answer in answers.items() if isinstance(answer, dict)}
+    unshared = hosts_without_shared_fs(params.train.shared_fs, probed)
+    if problem := elastic_problem(params.train, unshared):
+        raise PreflightError(problem)
+    key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
+    with_data = tuple(host for host in unshared if probed[host]["data_key"] == key)
+    return LaunchCheck(controller, gpus, unshared, with_data)
+
+
+def dry_run_check(params: Params, data_dir: Path) -> LaunchCheck:
+    """Preflight without contacting any host (names are not even resolved): the hosts are not checked."""
+    controller = check_settings(params, resolve=False)
+    slots = host_slots(params.train)
+    gpus = host_probe.gpu_count() if is_local(next(iter(slots))) else 0
+    check_data(params, data_dir, gpus)
+    return LaunchCheck(controller, gpus, hosts_checked=False)
+
+
+def unchecked_hosts(params: Params) -> list[str]:
+    """The remote hosts a dry run did not contact."""
+    return [host for host in host_slots(params.train) if not is_local(host)]

@@ -12,7 +12,7 @@ import mlflow.pyfunc
 import numpy as np
 
 
-class SavedModelClassifier(mlflow.pyfunc.PythonModel):
+class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
     """Serves the `serving_default` signature of the exported SavedModel."""
 
     def load_context(self, context: Any) -> None:

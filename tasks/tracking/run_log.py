@@ -141,3 +141,9 @@ def log_gate(run_id: str, decision: GateDecision) -> None:
             "champion_version": decision.champion_version, "champion_accuracy": decision.champion_accuracy,
             "test_accuracy": decision.test_accuracy, "test_split": decision.test_split, "min_delta": decision.min_delta}
     mlflow_store.set_tags(run_id, {f"ringflow.gate.{key}": value for key, value in gate.items()})
+
+
+def run_link(params: Params, run_id: str) -> str:
+    """The MLflow UI page of a run (`make ui`)."""
+    experiment = mlflow_store.experiment_id(params.tracking.experiment)
+    return f"{params.tracking.ui_url}/#/experiments/{experiment}/runs/{run_id}"

@@ -21,3 +21,25 @@ def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(tmp_path:
     assert sum(records) == 1257 and max(records) - min(records) <= 1
     assert all(", 8 steps of 16, " in line for line in plan)
     assert not (repo / "mlruns").exists() and not (repo / "outputs" / "runs").exists()
+
+
+def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(tmp_path: Path) -> None:
+    """The plan is pure: hosts that neither resolve nor answer still get their plan, marked as not checked."""
+    done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.hosts=h1.invalid:1,h2.invalid:1",
+                "--set", "np=2"], copy_checkout(tmp_path), quiet_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    steps = next(line for line in lines if line.startswith("steps: "))
+    assert steps.startswith("steps: prepare -> preflight -> ") and steps.endswith(" -> publish")
+    launch = lines[lines.index("launch:") + 1]
+    assert launch.startswith("rank 0 on h1.invalid, rank 1 on h2.invalid: ")
+    assert "hosts not checked (a dry run contacts no host): h1.invalid, h2.invalid" in lines
+
+
+def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(tmp_path: Path) -> None:
+    done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.backend=parameter-server"],
+               copy_checkout(tmp_path), quiet_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    launch = done.stdout.split("launch:\n", 1)[1].split("data:\n", 1)[0].splitlines()
+    assert [line.split(":", 1)[0] for line in launch] == ["worker0 on localhost", "worker1 on localhost",
+                                                          "ps0 on localhost", "chief0 on localhost"]

@@ -7,7 +7,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.pipeline import worth_retrying
 from tasks.data.source_data import SourceError
-from tasks.launch.diagnosis import RankFailed
+from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.preflight import PreflightError
 from tasks.params import ParamsError
 

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tasks.launch.watch import RANK_VARIABLES
+from tasks.launch.supervise.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, copy_checkout, memory_limited, quiet_env, run
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC

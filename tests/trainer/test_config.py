@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tasks.launch.train import job_spec, write_trainer_config
+from tasks.launch.job_config import job_spec, write_trainer_config
 from tasks.params import Params, load_params
 from tests.helpers import PYTHON, ROOT, quiet_env, run
 from trainer.config import JobSpec, read_config, write_config

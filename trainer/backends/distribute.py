@@ -16,12 +16,14 @@ import tensorflow as tf
 
 from trainer import session
 from trainer.backends import data_service
+from trainer.backends.registry import backend_spec
 from trainer.callbacks import CheckpointEveryEpoch
 from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count, service_dataset
 from trainer.models import build_model
+from trainer.protocol import resumed_line
 
 
 def local_devices(count: int) -> list[str]:
@@ -35,26 +37,29 @@ def local_devices(count: int) -> list[str]:
 
 
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
-    backend = config.train.backend.removesuffix("-tape")  # the custom-loop variants use the same strategies
-    if backend == "multiworker":
+    """The backend's strategy (the custom-loop variants use the same ones)."""
+    replication = backend_spec(config.train.backend).replication
+    if replication == "multiworker":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if backend == "parameter-server":
+    if replication == "parameter-server":
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         return tf.distribute.experimental.ParameterServerStrategy(resolver)
     devices = local_devices(config.train.np)
-    if backend == "mirrored":
+    if replication == "mirrored":
         return tf.distribute.MirroredStrategy(devices)
-    if backend == "central-storage":
+    if replication == "central-storage":
         return tf.distribute.experimental.CentralStorageStrategy(devices, parameter_device="/cpu:0")
     return tf.distribute.OneDeviceStrategy(devices[0])
 
 
-def input_pipelines(strategy: tf.distribute.Strategy) -> int:
-    """How many input pipelines the split is cut for: one per worker for multiworker, one otherwise (the
-    parameter-server workers share one through the tf.data service)."""
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return len(json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [None]))
-    return 1
+def strategy_plan(config: TrainerConfig, strategy: tf.distribute.Strategy) -> session.Plan:
+    """The plan as the backend's spec counts it, checked against the replicas the strategy really has (a host
+    whose GPUs differ from what the spec was told would otherwise train another global batch than logged)."""
+    run = session.plan(config, processes=config.train.np)
+    if strategy.num_replicas_in_sync != run.replicas:
+        raise RuntimeError(f"backend {config.train.backend}: the strategy has {strategy.num_replicas_in_sync} "
+                           f"replicas in sync, the plan {run.replicas} (GPUs per host: {session.local_gpu_count()})")
+    return run
 
 
 def task_of_this_process() -> tuple[str, int]:
@@ -96,7 +101,7 @@ def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.expe
     """Each input pipeline reads its own share, batched per replica. Parameter-server workers: the coordinator
     traces one dataset function for all of them (it sees pipeline 0 of 1), so they read through the tf.data
     service, which gives each its own part of every epoch."""
-    if config.train.backend == "parameter-server":
+    if backend_spec(config.train.backend).with_servers:
         dispatcher = data_service.start_dispatcher()
 
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -122,7 +127,7 @@ def compiled_model(config: TrainerConfig, run: session.Plan, strategy: tf.distri
 def validation_args(config: TrainerConfig, run: session.Plan) -> dict:
     """fit's validation arguments: the whole validation split (none for parameter-server, whose evaluation would
     run on the coordinator's workers)."""
-    if config.train.backend == "parameter-server":
+    if backend_spec(config.train.backend).with_servers:
         return {}
     records = rank_record_count(run.manifest, "validation", 0, 1)
     return {"validation_data": rank_dataset(config.job.data_dir, run.manifest, "validation",
@@ -137,7 +142,7 @@ def train(config: TrainerConfig) -> None:
     strategy = make_strategy(config)
     task_type, task_index = task_of_this_process()
     tf.keras.utils.set_random_seed(train_params.seed + task_index)
-    run = session.plan(config, replicas=strategy.num_replicas_in_sync, pipelines=input_pipelines(strategy))
+    run = strategy_plan(config, strategy)
     model = compiled_model(config, run, strategy)
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
@@ -148,7 +153,7 @@ def train(config: TrainerConfig) -> None:
     checkpoints.restore_latest()
     check_epochs_left(started, train_params.epochs)
     if started and lead:
-        print(f"resuming from checkpoint at epoch {started}", flush=True)
+        print(resumed_line(started), flush=True)
     # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
     callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
     history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,

@@ -15,9 +15,9 @@ import tensorflow as tf
 from trainer import session
 from trainer.backends.distribute import (
     agreed_start,
-    input_pipelines,
     is_lead,
     make_strategy,
+    strategy_plan,
     task_of_this_process,
     train_input,
 )
@@ -26,6 +26,7 @@ from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset
 from trainer.models import build_model
+from trainer.protocol import resumed_line
 from trainer.schedule import current_rate
 
 SUMS = ("loss", "correct", "seen")
@@ -101,7 +102,7 @@ def train(config: TrainerConfig) -> None:
     strategy = make_strategy(config)
     task_type, task_index = task_of_this_process()
     tf.keras.utils.set_random_seed(config.train.seed + task_index)
-    run = session.plan(config, replicas=strategy.num_replicas_in_sync, pipelines=input_pipelines(strategy))
+    run = strategy_plan(config, strategy)
     loop = StrategyTapeLoop(config, run, strategy)
     lead = is_lead(strategy)
     checkpoints = Checkpoints(job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
@@ -109,6 +110,8 @@ def train(config: TrainerConfig) -> None:
     started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))  # agreed before anyone restores
     checkpoints.restore_latest()
     check_epochs_left(started, config.train.epochs)
+    if started and lead:
+        print(resumed_line(started), flush=True)
     batches = iter(strategy.distribute_datasets_from_function(train_input(config, run)))
     val_data = rank_dataset(job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
                             input_shape=run.input_shape)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from trainer.checkpoint_files import check_epochs_left
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
+from trainer.protocol import placed_line, resumed_line
 
 
 def start(config: TrainerConfig) -> tuple[int, int]:
@@ -27,7 +28,7 @@ def start(config: TrainerConfig) -> tuple[int, int]:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.keras.utils.set_random_seed(config.train.seed + hvd.rank())  # Horovod: distinct init, dropout, shuffling
-    print(f"rank {hvd.rank()} of {hvd.size()} on {socket.gethostname()}", flush=True)  # Horovod: where each rank is
+    print(placed_line(hvd.rank(), hvd.size(), socket.gethostname()), flush=True)  # Horovod: where each rank is
     return hvd.rank(), hvd.size()
 
 
@@ -43,7 +44,7 @@ def resume(config: TrainerConfig, checkpoints: Checkpoints) -> int:
     epochs_done = hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
     check_epochs_left(epochs_done, config.train.epochs)
     if hvd.rank() == 0 and epochs_done:  # Horovod: rank 0 reports
-        print(f"resuming from checkpoint at epoch {epochs_done}", flush=True)
+        print(resumed_line(epochs_done), flush=True)
     return epochs_done
 
 

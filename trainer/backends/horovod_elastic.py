@@ -17,6 +17,7 @@ from trainer import session
 from trainer.backends import horovod_common, horovod_fit
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
+from trainer.protocol import elastic_start_line, resumed_line
 
 
 class RanksInLogs(tf.keras.callbacks.Callback):
@@ -59,10 +60,10 @@ def follow_size(model: tf.keras.Model, run: session.Plan) -> None:
 def fit_elastic(state: Any, config: TrainerConfig, checkpoints: Checkpoints) -> dict:
     """Fit from the committed epoch to the last with the ranks there are now; returns every epoch's metrics."""
     rank, size = hvd.rank(), hvd.size()
-    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: the plan of the current size
+    run = session.plan(config, processes=size)  # Horovod: the plan of the current size
     follow_size(state.model, run)
     if rank == 0:
-        print(f"elastic: {size} ranks train from epoch {state.epoch + 1}", flush=True)
+        print(elastic_start_line(size, state.epoch + 1), flush=True)
     callbacks = horovod_fit.callbacks(config, run, rank, size, checkpoints, broadcast=False)
     callbacks.insert(1, RanksInLogs(size))  # after the metric averaging, before the reporting
     state.model.fit(**horovod_fit.fit_inputs(config, run, rank, size), epochs=config.train.epochs,
@@ -74,17 +75,17 @@ def train(config: TrainerConfig) -> None:
     """Train elastically; whichever process is rank 0 at the end saves the model."""
     horovod_common.start(config)
     session.set_precision(config)
-    run = session.plan(config, replicas=hvd.size(), pipelines=hvd.size())
+    run = session.plan(config, processes=hvd.size())
     model = horovod_fit.compiled_model(config, run)
     model.optimizer._create_all_weights(model.trainable_variables)  # Horovod: slots exist for the first sync
     checkpoints = Checkpoints(config.job.checkpoint_dir, model, model.optimizer, config.train.keep_checkpoints,
                               config.job.checkpoint_owner)
     started = checkpoints.restore_latest()  # no collective here: the sync gives every rank rank 0's epoch
     if hvd.rank() == 0 and started:
-        print(f"resuming from checkpoint at epoch {started}", flush=True)
+        print(resumed_line(started), flush=True)
     state = hvd.elastic.KerasState(model, epoch=started, started=started, history={})  # Horovod: what is synced
     history = fit_elastic(state, config, checkpoints)
     session.print_weights_digest(model, f"rank={hvd.rank()}")  # Horovod: every rank, to compare
     if hvd.rank() == 0:  # Horovod: the rank 0 of the last ring writes the result
-        final = session.plan(config, replicas=hvd.size(), pipelines=hvd.size())
+        final = session.plan(config, processes=hvd.size())
         session.save_results(config, model, final, history, config.job.out_dir, state.started)

@@ -56,7 +56,7 @@ def train(config: TrainerConfig) -> None:
     train_params, job = config.train, config.job
     rank, size = horovod_common.start(config)
     session.set_precision(config)
-    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: one replica and input pipeline per rank
+    run = session.plan(config, processes=size)  # Horovod: one replica and input pipeline per rank
     model = compiled_model(config, run)
     checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
                               job.checkpoint_owner)

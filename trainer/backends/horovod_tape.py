@@ -101,7 +101,7 @@ def train(config: TrainerConfig) -> None:
     from trainer.metrics_sink import metric_sink
     rank, size = horovod_common.start(config)
     session.set_precision(config)
-    run = session.plan(config, replicas=size, pipelines=size)  # Horovod: one replica and input pipeline per rank
+    run = session.plan(config, processes=size)  # Horovod: one replica and input pipeline per rank
     loop = TapeLoop(config, run)
     checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
                               config.job.checkpoint_owner)

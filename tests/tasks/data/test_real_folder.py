@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.folders import add_broken_files, digit_folder
 from tasks.data.prepare import prepare
-from tasks.launch.train import train
+from tasks.launch.job import train
 from tasks.outputs.evaluate import evaluate
 from tasks.params import DataParams, InputParams, Params, TrainParams
 from trainer.config import CONFIG_FILE_NAME

@@ -95,7 +95,7 @@ def test_image_folder_keeps_jpeg_and_png_bytes_as_they_are(tmp_path: Path) -> No
 
 
 def test_image_folder_feeds_resized_augmented_batches(tmp_path: Path) -> None:
-    from tasks.launch.train import augmentation_on
+    from tasks.launch.job_config import augmentation_on
     from trainer.data import model_input_shape, rank_dataset
     make_image_folder(tmp_path / "images")
     data_dir = tmp_path / "prepared"

@@ -12,11 +12,12 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tasks.launch.diagnosis import RankFailed
-from tasks.launch.hosts import head_address, is_local
+from tasks.launch.job import train
+from tasks.launch.job_config import job_spec, write_trainer_config
+from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.plan import launch_plan, rank_environment
-from tasks.launch.preflight import PreflightError, preflight
-from tasks.launch.train import job_spec, train, write_trainer_config
+from tasks.launch.preflight import PreflightError, check_launch
+from tasks.launch.remote.addresses import head_address, is_local
 from tasks.outputs.evaluate import evaluate, predict_split
 from tasks.params import Params, TrainParams
 from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
@@ -72,7 +73,7 @@ def test_preflight_names_the_host_that_cannot_run_ranks(cluster: list[str], digi
                                                         expected: str) -> None:
     params = Params(train=TrainParams(np=np_, hosts=hosts, batch_size=8))
     with pytest.raises(PreflightError, match=expected) as error:
-        preflight(params, digits_data)
+        check_launch(params, digits_data)
     assert "\n" not in str(error.value)
 
 
@@ -182,7 +183,7 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
     remote ranks go too."""
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=50, tensorboard=False))
     config_file = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
-    (launcher,) = launch_plan(params, preflight(params, digits_data), config_file, rank_environment() | quiet_env())
+    (launcher,) = launch_plan(params, check_launch(params, digits_data).controller, config_file, rank_environment() | quiet_env())
     job = subprocess.Popen(launcher.command, env=launcher.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:

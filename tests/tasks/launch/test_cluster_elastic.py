@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from tasks.launch.train import train
+from tasks.launch.job import train
 from tasks.outputs.evaluate import evaluate
 from tasks.params import InputParams, Params, TrainParams
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link

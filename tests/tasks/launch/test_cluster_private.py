@@ -10,8 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from tasks.launch.preflight import PreflightError, preflight
-from tasks.launch.train import train
+from tasks.launch.job import train
+from tasks.launch.preflight import PreflightError, check_launch
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT
@@ -79,7 +79,7 @@ def test_a_shared_filesystem_promised_but_missing_is_one_preflight_line(private_
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", shared_fs=True))
     with pytest.raises(PreflightError, match=rf"^host h1 does not see this machine's checkout at {ROOT} "
                                              r"\(train.shared_fs: true\): set train.shared_fs to auto$"):
-        preflight(params, digits_data)
+        check_launch(params, digits_data)
 
 
 def test_a_host_without_the_python_is_one_preflight_line(private_cluster: list[str], digits_data: Path) -> None:
@@ -90,6 +90,6 @@ def test_a_host_without_the_python_is_one_preflight_line(private_cluster: list[s
     try:
         params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1"))
         with pytest.raises(PreflightError, match=rf"^host h2 has no Python at {venv}/bin/python: "):
-            preflight(params, digits_data)
+            check_launch(params, digits_data)
     finally:
         subprocess.run(["nsenter", "-t", sshd, "-m", "umount", venv], check=True)

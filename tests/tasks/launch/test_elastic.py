@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.elastic import DISCOVERY_SCRIPT_NAME, write_discovery_script
+from tasks.launch.job import train
 from tasks.launch.plan import horovod_command
-from tasks.launch.preflight import PreflightError, preflight
-from tasks.launch.train import train
+from tasks.launch.preflight import PreflightError, check_launch
+from tasks.launch.remote.discovery import DISCOVERY_SCRIPT_NAME, write_discovery_script
 from tasks.params import Params, ParamsError, TrainParams, load_params
 from trainer.config import ElasticParams
 
@@ -62,7 +62,7 @@ def test_preflight_names_what_keeps_a_job_from_training_elastically(digits_data:
                                                                    message: str) -> None:
     params = Params(train=TrainParams(np=2, **({"elastic": ELASTIC} | train_params)))
     with pytest.raises(PreflightError, match=f"^{re.escape(message)}"):
-        preflight(params, digits_data)
+        check_launch(params, digits_data)
 
 
 @pytest.mark.slow  # real horovodrun in elastic mode

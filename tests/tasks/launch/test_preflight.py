@@ -5,13 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.preflight import PreflightError, preflight
+from tasks.launch.preflight import PreflightError, check_launch
 from tasks.params import InputParams, Params, TrainParams
 
 
 @pytest.mark.parametrize(("train", "inputs", "message"), [
     ({"model": "resnet50"}, {}, "model resnet50 needs inputs of at least 32x32; the data is 8x8"),
     ({"hosts": "nosuchhost.invalid:2"}, {}, "host 'nosuchhost.invalid' does not resolve"),
+    ({"network_interface": "nosuchif0"}, {}, "train.network_interface: host localhost has no interface nosuchif0 "
+                                             r"\(it has .*lo"),
+    ({"network_interface": "eth0; rm -rf /"}, {}, "train.network_interface 'eth0; rm -rf /' is not an interface name"),
     ({"np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
     ({"backend": "multiworker", "np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
     ({"hostfile": "/no/hostfile"}, {}, "hostfile /no/hostfile does not exist"),
@@ -19,18 +22,30 @@ from tasks.params import InputParams, Params, TrainParams
     ({"controller": "mpi"}, {}, "Horovod is not built with the MPI controller"),
 ])
 def test_each_preflight_error_is_one_clear_line(digits_data: Path, train: dict, inputs: dict, message: str) -> None:
-    from tasks.launch.preflight import check_build_report
+    from tasks.launch.horovod_build import check_build_report
     if train.get("controller") == "mpi" and "[X] MPI" in check_build_report().split("Available Tensor")[0]:
         pytest.skip("this Horovod has MPI")
     with pytest.raises(PreflightError, match=f"^{message}"):
-        preflight(Params(train=TrainParams(**train), input=InputParams(**inputs)), digits_data)
+        check_launch(Params(train=TrainParams(**train), input=InputParams(**inputs)), digits_data)
 
 
 def test_preflight_without_data_names_the_missing_manifest(tmp_path: Path) -> None:
     with pytest.raises(PreflightError, match="no prepared data: .*manifest.json is missing"):
-        preflight(Params(), tmp_path)
+        check_launch(Params(), tmp_path)
 
 
 def test_preflight_passes_a_resized_resnet(digits_data: Path) -> None:
-    assert preflight(Params(train=TrainParams(model="resnet50", backend="mirrored"),
-                            input=InputParams(image_size=32)), digits_data) is None
+    assert check_launch(Params(train=TrainParams(model="resnet50", backend="mirrored"),
+                               input=InputParams(image_size=32)), digits_data).controller is None
+
+
+def test_a_bad_interface_stops_the_command_line_before_anything_starts(tmp_path: Path) -> None:
+    """Found by using it: the interface was not checked, so a run opened, trained nothing and ended on Horovod's
+    `ValueError: No interface is found for address 127.0.0.1`, naming neither the setting nor the interface."""
+    from tests.helpers import PYTHON, ROOT, quiet_env, run
+    done = run([PYTHON, "-m", "flows.pipeline", "--set", "train.network_interface=nosuchif0"], ROOT, quiet_env(),
+               timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: train.network_interface: host localhost has no interface nosuchif0 (it has ")
+    assert "MLflow run" not in done.stdout + done.stderr and "Beginning flow run" not in done.stdout + done.stderr

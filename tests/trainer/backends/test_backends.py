@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.job import train
+from tasks.launch.job_config import job_spec, write_trainer_config
 from tasks.launch.plan import launch_plan, rank_environment
-from tasks.launch.preflight import preflight
-from tasks.launch.processes import Process, RankFailed, run_processes
-from tasks.launch.train import job_spec, train, write_trainer_config
+from tasks.launch.preflight import check_launch
+from tasks.launch.supervise.processes import Process, RankFailed, run_processes
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, free_port, numbered_data, quiet_env
@@ -72,7 +73,7 @@ def start_and_kill_after_epoch(params: Params, data_dir: Path, tmp_path: Path, e
     """Launch the real job and SIGKILL it (all ranks) as soon as `epoch` has been reported."""
     quiet = params.model_copy(update={"train": params.train.model_copy(update={"tensorboard": False})})
     config_file = write_trainer_config(quiet, job_spec(quiet, data_dir, tmp_path / "killed", tmp_path / "checkpoints"))
-    (process_spec,) = launch_plan(quiet, preflight(quiet, data_dir), config_file, rank_environment() | quiet_env())
+    (process_spec,) = launch_plan(quiet, check_launch(quiet, data_dir).controller, config_file, rank_environment() | quiet_env())
     job = subprocess.Popen(process_spec.command, env=process_spec.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.job_config import write_trainer_config
 from tasks.launch.plan import horovod_command, rank_environment
-from tasks.launch.processes import run_streaming
-from tasks.launch.train import write_trainer_config
+from tasks.launch.supervise.processes import run_streaming
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, quiet_env
 from trainer.config import JobSpec

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.processes import RankFailed, run_streaming
-from tasks.launch.watch import RANK_VARIABLES
+from tasks.launch.supervise.processes import RankFailed, run_streaming
+from tasks.launch.supervise.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, ROOT, quiet_env
 
 pytestmark = pytest.mark.slow  # real horovodrun
@@ -29,7 +29,7 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path,
 
     import psutil
 
-    from tasks.launch.train import train
+    from tasks.launch.job import train
     from tasks.params import Params, TrainParams
     params = Params(train=TrainParams(np=2, epochs=200, stall_timeout_seconds=15, tensorboard=False))
     stopped: list[int] = []

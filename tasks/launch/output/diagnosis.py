@@ -9,14 +9,13 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.launch.hosts import is_local
-from trainer.heartbeat import HEARTBEAT_END_LINE, HEARTBEAT_LINE
+from tasks.launch.remote.addresses import is_local
+from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
 MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
 # a rank's line: horovodrun's `[rank]`, or a labelled process's `[worker0]`, `[ps0]`, `[chief0]` (parameter-server)
 RANK_LINE = re.compile(r"^\[(?P<rank>\d+|[a-z]+\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
-RANK_PLACED = re.compile(r"^rank \d+ of \d+ on (?P<host>\S+)$")  # each rank's first line: where it runs
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
@@ -41,7 +40,7 @@ def horovodrun_line(line: str) -> str:
 
 def is_heartbeat(line: str) -> bool:
     """A training process's sign of life, or its last (kept from the console)."""
-    return line.split(">:", 1)[-1] in (HEARTBEAT_LINE, HEARTBEAT_END_LINE)
+    return is_heartbeat_text(line.split(">:", 1)[-1])
 
 
 def is_noise(line: str) -> bool:
@@ -106,11 +105,11 @@ class RankOutput:
             self.last_heard[rank] = time.monotonic()
         if text == HEARTBEAT_END_LINE:  # a rank done before the others (rank 0 still saving) is not silent
             self.last_heard.pop(rank, None)
-        if text in (HEARTBEAT_LINE, HEARTBEAT_END_LINE):
+        if is_heartbeat_text(text):
             return
         self.tails[rank].append(text)
-        if match and (placed := RANK_PLACED.match(text)) and not is_local(placed["host"]):
-            self.hosts[rank] = placed["host"]  # where it really runs (elastic: on any host listed)
+        if match and (placed := parse_placed(text)) and not is_local(placed[2]):
+            self.hosts[rank] = placed[2]  # where it really runs (elastic: on any host listed)
         if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":
             self.exited(exited["rank"], int(exited["code"]))
         if (missing := STALL_MISSING.match(text)) and missing["rank"] not in self.stalled:
@@ -150,7 +149,7 @@ class RankOutput:
     def first_failed(self) -> str | None:
         """The rank that failed first, passing over ranks the launcher terminated because of it."""
         own = [rank for rank, code in self.codes.items() if code not in TERMINATED_BY_LAUNCHER]
-        return (own or list(self.codes) or [None])[0]
+        return next(iter(own or list(self.codes)), None)
 
     def error_line(self, rank: str) -> str | None:
         errors = [text.strip() for text in self.tails[rank] if ERROR_LINE.match(text)]

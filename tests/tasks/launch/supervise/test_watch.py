@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tasks.launch.processes import JobLimits, Process, RankFailed, run_processes
+from tasks.launch.supervise.processes import JobLimits, Process, RankFailed, run_processes
 from tests.helpers import ROOT
 
 SLEEPER = "import time\nprint('ready', flush=True)\ntime.sleep(300)\n"

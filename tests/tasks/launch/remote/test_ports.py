@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import tasks.launch.plan as plan
-from tasks.launch.ports import free_ports_on, pick_ports
-from tasks.launch.preflight import PreflightError
-from tasks.launch.train import train
+import tasks.launch.job as job
+from tasks.launch.job import train
+from tasks.launch.remote.command import RemoteError
+from tasks.launch.remote.ports import free_ports_on, pick_ports
 from tasks.params import Params, TrainParams
 from trainer.model_io import read_train_summary
 
@@ -26,7 +26,7 @@ def test_a_host_asked_for_several_ports_gets_different_free_ones() -> None:
 
 
 def test_a_host_that_cannot_be_asked_for_ports_is_named() -> None:
-    with pytest.raises(PreflightError, match=r"^host nowhere\.invalid: could not pick 2 free ports there: ssh: "):
+    with pytest.raises(RemoteError, match=r"^host nowhere\.invalid cannot be reached by ssh without a password: ssh: "):
         free_ports_on("nowhere.invalid", 2)
 
 
@@ -46,7 +46,7 @@ def test_a_server_whose_port_was_taken_is_launched_again_with_new_ports(digits_d
         launches.append(ports)
         return ports
 
-    monkeypatch.setattr(plan, "pick_ports", first_worker_port_taken)
+    monkeypatch.setattr(job, "pick_ports", first_worker_port_taken)
     params = Params(train=TrainParams(backend="parameter-server", np=2, epochs=2, tensorboard=False))
     lines: list[str] = []
     with taken:

@@ -1,7 +1,7 @@
 """A failed job explained in one line from what horovodrun printed: rank, host, exit code or signal, cause."""
 from __future__ import annotations
 
-from tasks.launch.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat
+from tasks.launch.output.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat
 
 HOSTS = {"0": "h1", "1": "h2"}
 

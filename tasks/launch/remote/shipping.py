@@ -1,8 +1,7 @@
 """Hosts that do not share this machine's filesystem (train.shared_fs): the prepared data and the job's files go to
 them over ssh before the launch, rank 0's results come back after it, and nothing of the run is left there.
 
-Whether a host shares the filesystem is asked of it at preflight: it sees this checkout's id file
-(outputs/.checkout-id) or it does not. Data is shipped once per version: the host keeps it with its key (the
+Whether a host shares the filesystem is asked of it at preflight (shared_fs.py). Data is shipped once per version: the host keeps it with its key (the
 manifest's digest, which names every shard's sha256) and gets it again only when the key differs.
 """
 from __future__ import annotations
@@ -12,57 +11,24 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import IO, Callable
 
-from tasks.atomic import write_text_atomic
-from tasks.launch.host_probe import CHECKOUT_ID, SHIPPED_MARK, read_text
-from tasks.launch.hosts import SSH_OPTIONS
-from tasks.paths import ROOT
+from tasks.launch.remote.command import RemoteError, run_on
+from tasks.launch.remote.host_probe import SHIPPED_MARK
 from trainer.prepared_data import MANIFEST_NAME
 
-SharedFs = Literal["auto"] | bool
+SHIPPING_SECONDS = 3600  # one transfer of the data or the results; a host silent this long is lost
 
 
 class ShippingError(RuntimeError):
     """Data or results could not be moved between this machine and a host; one line naming both."""
 
 
-def checkout_id() -> str:
-    """This checkout's random id (made once): a host that reads the same at the same path shares the filesystem."""
-    path = ROOT / CHECKOUT_ID
-    if not read_text(path):
-        write_text_atomic(path, uuid.uuid4().hex)
-    return read_text(path)
-
-
 def data_key(data_dir: Path) -> str:
     """What identifies a version of the prepared data: the digest of its manifest (every shard's sha256)."""
     return hashlib.sha256((data_dir / MANIFEST_NAME).read_bytes()).hexdigest()[:32]
-
-
-def hosts_without_shared_fs(shared_fs: SharedFs, answers: dict[str, dict]) -> tuple[str, ...]:
-    """The probed hosts that get the data shipped (all of them for False, those not seeing this checkout for auto)."""
-    if shared_fs is True:
-        return ()
-    here = checkout_id()
-    return tuple(host for host, answer in answers.items() if shared_fs is False or answer["checkout_id"] != here)
-
-
-def shared_fs_problem(shared_fs: SharedFs, answers: dict[str, dict]) -> str | None:
-    """A host that contradicts train.shared_fs, in one line; None when none does."""
-    if shared_fs == "auto":
-        return None
-    here = checkout_id()
-    for host, answer in answers.items():
-        sees_here = answer["checkout_id"] == here
-        if sees_here != shared_fs:
-            what = "does not see" if shared_fs else "sees"
-            return (f"host {host} {what} this machine's checkout at {ROOT} (train.shared_fs: "
-                    f"{str(shared_fs).lower()}): set train.shared_fs to auto")
-    return None
 
 
 @dataclass(frozen=True)
@@ -73,24 +39,24 @@ class Shipment:
     hosts_with_data: tuple[str, ...] = ()  # already holding this version of the data
 
 
-def _ssh(host: str, script: str, what: str, stdin: int | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run(["ssh", *SSH_OPTIONS, host, script], stdin=stdin, capture_output=True)
-    if done.returncode != 0:
-        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
-        raise ShippingError(f"{what} host {host} failed: {why}")
-    return done
+def _ssh(host: str, script: str, what: str, stdin: IO[bytes] | None = None) -> None:
+    try:
+        run_on(host, script, what, timeout=SHIPPING_SECONDS, stdin=stdin)
+    except RemoteError as error:
+        raise ShippingError(str(error)) from None
 
 
 def _send_tar(host: str, base: Path, names: list[str], remote_script: str, what: str) -> None:
     """Stream `names` (relative to `base`) as a tar to the host, where `remote_script` reads it on its input."""
     tar = subprocess.Popen(["tar", "-C", str(base), "-cf", "-", *names], stdout=subprocess.PIPE)
+    assert tar.stdout is not None
     try:
         _ssh(host, remote_script, what, stdin=tar.stdout)
     finally:
         tar.stdout.close()
         tar.wait()
     if tar.returncode != 0:
-        raise ShippingError(f"{what} host {host} failed: tar exited with {tar.returncode}")
+        raise ShippingError(f"host {host}: {what} failed: tar exited with {tar.returncode}")
 
 
 def ship_data(host: str, data_dir: Path, key: str) -> None:
@@ -100,7 +66,7 @@ def ship_data(host: str, data_dir: Path, key: str) -> None:
     script = (f"set -e; rm -rf {incoming}; mkdir -p {incoming}; tar -xf - -C {incoming}; "
               f"echo {key} > {incoming}/{SHIPPED_MARK}; rm -rf {target}.old; "
               f"if [ -e {target} ]; then mv {target} {target}.old; fi; mv {incoming} {target}; rm -rf {target}.old")
-    _send_tar(host, data_dir, ["."], script, f"shipping the data {data_dir} to")
+    _send_tar(host, data_dir, ["."], script, f"shipping the data {data_dir}")
 
 
 def _relative(path: Path) -> str:
@@ -112,7 +78,7 @@ def ship_job_files(host: str, config_file: Path, checkpoint_dir: Path) -> None:
     names = [_relative(config_file)] + ([_relative(checkpoint_dir)] if checkpoint_dir.is_dir() else [])
     script = (f"set -e; rm -rf {shlex.quote(str(checkpoint_dir))}; "
               f"mkdir -p {shlex.quote(str(checkpoint_dir))}; tar -xf - -C /")
-    _send_tar(host, Path("/"), names, script, "shipping the job's files to")
+    _send_tar(host, Path("/"), names, script, "shipping the job's files")
 
 
 def ship_inputs(shipment: Shipment, data_dir: Path, config_file: Path, checkpoint_dir: Path,
@@ -139,11 +105,15 @@ def _replace_dir(new: Path, target: Path) -> None:
 def _receive_tar(host: str, script: str, staging: Path, what: str) -> None:
     """Unpack into `staging` the tar that `script` writes on the host's output."""
     with subprocess.Popen(["tar", "-xf", "-", "-C", str(staging)], stdin=subprocess.PIPE) as untar:
-        done = subprocess.run(["ssh", *SSH_OPTIONS, host, script], stdout=untar.stdin, stderr=subprocess.PIPE)
-        untar.stdin.close()
-    if done.returncode != 0 or untar.returncode != 0:
-        why = (done.stderr.decode(errors="replace").strip().splitlines() or [f"tar exited {untar.returncode}"])[-1]
-        raise ShippingError(f"{what} host {host} failed: {why}")
+        assert untar.stdin is not None
+        try:
+            run_on(host, script, what, timeout=SHIPPING_SECONDS, stdout=untar.stdin)
+        except RemoteError as error:
+            raise ShippingError(str(error)) from None
+        finally:
+            untar.stdin.close()
+    if untar.returncode != 0:
+        raise ShippingError(f"host {host}: {what} failed: tar exited with {untar.returncode}")
 
 
 def _remove(path: Path) -> None:
@@ -159,7 +129,7 @@ def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
     script = f"cd / && tar -cf - -T /dev/null $(for name in {names}; do [ -e \"$name\" ] && echo \"$name\"; done)"
     staging = Path(tempfile.mkdtemp(prefix=".fetched-", dir=out_dir.parent))
     try:
-        _receive_tar(host, script, staging, "bringing rank 0's results back from")
+        _receive_tar(host, script, staging, "bringing rank 0's results back")
         fetched_out = staging / _relative(out_dir)
         for entry in sorted(fetched_out.iterdir()) if fetched_out.is_dir() else []:
             _remove(out_dir / entry.name)
@@ -177,7 +147,7 @@ def remove_job_files(hosts: tuple[str, ...], out_dir: Path, checkpoint_dir: Path
     paths = " ".join(shlex.quote(str(path)) for path in (out_dir, checkpoint_dir))
     for host in hosts:
         try:
-            _ssh(host, f"rm -rf {paths}", "removing the run's files from")
+            _ssh(host, f"rm -rf {paths}", "removing the run's files")
         except ShippingError as error:
             on_line(f"warning: {error}")
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.metrics_relay import relay_metrics
-from trainer.metrics_sink import metrics_line
+from tasks.launch.output.metrics_relay import relay_metrics
+from trainer.protocol import metrics_line
 
 
 def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

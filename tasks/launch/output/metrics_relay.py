@@ -2,11 +2,10 @@
 kept from the console (the epoch line says the same for people)."""
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 from tasks.tracking import mlflow_store
-from trainer.metrics_sink import METRICS_LINE_PREFIX
+from trainer.protocol import CutShort, parse_metrics_line
 
 
 def relay_metrics(run_id: str | None, on_line: Callable[[str], None]) -> Callable[[str], None]:
@@ -14,17 +13,15 @@ def relay_metrics(run_id: str | None, on_line: Callable[[str], None]) -> Callabl
     other line to `on_line`."""
 
     def handle(line: str) -> None:
-        start = line.find(METRICS_LINE_PREFIX)
-        if start < 0:
-            on_line(line)
-            return
-        if run_id is None:
-            return
         try:
-            report = json.loads(line[start + len(METRICS_LINE_PREFIX):])
-        except json.JSONDecodeError:  # a line cut short by a dying process
+            report = parse_metrics_line(line)
+        except CutShort:  # a line cut short by a dying process
             on_line(line)
             return
-        mlflow_store.log_metrics(run_id, report["metrics"], step=report["epoch"])
+        if report is None:
+            on_line(line)
+        elif run_id is not None:
+            epoch, metrics = report
+            mlflow_store.log_metrics(run_id, metrics, step=epoch)
 
     return handle

@@ -10,10 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tasks.launch.diagnosis import JobReport, RankFailed, RankOutput, horovodrun_line, is_heartbeat, oom_kill_count
-from tasks.launch.watch import JobLimits, JobWatch, stop_tree
+from tasks.launch.output.diagnosis import (
+    JobReport,
+    RankFailed,
+    RankOutput,
+    horovodrun_line,
+    is_heartbeat,
+    oom_kill_count,
+)
+from tasks.launch.supervise.watch import JobLimits, JobWatch, stop_tree
 
 __all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
+NO_LIMITS = JobLimits()  # frozen: one shared default
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class Process:
 
 
 def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue.Queue) -> None:
+    assert process.stdout is not None  # started with stdout=PIPE
     for raw in process.stdout:
         text = horovodrun_line(raw.rstrip("\n"))
         lines.put((index, f"[{label}]<stdout>:{text}" if label is not None else text))
@@ -84,14 +93,14 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
 
 
 def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], None],
-                  limits: JobLimits = JobLimits()) -> None:
+                  limits: JobLimits = NO_LIMITS) -> None:
     """Run the job's processes together, passing every line to on_line; raise RankFailed naming the failure.
 
     The job ends when every waited process has ended, as soon as any process fails, when a rank has been stopped
     for limits.stall_seconds, or at limits.timeout_seconds. Every process of the job, and every process they
     started, is gone when this returns.
     """
-    output, lines = RankOutput(_rank_hosts(processes)), queue.Queue()
+    output, lines = RankOutput(_rank_hosts(processes)), queue.Queue[tuple[int, str | None]]()
     oom_before, started = oom_kill_count(), time.monotonic()
     running = _start(processes, cwd, lines)
     watch = JobWatch(running, limits)
@@ -106,6 +115,6 @@ def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], 
 
 
 def run_streaming(command: list[str], env: dict[str, str], cwd: Path, on_line: Callable[[str], None],
-                  limits: JobLimits = JobLimits()) -> None:
+                  limits: JobLimits = NO_LIMITS) -> None:
     """Run one launcher command (e.g. horovodrun), streaming its lines; raise RankFailed if it fails."""
     run_processes([Process(command, env)], cwd, on_line, limits)

@@ -6,14 +6,10 @@ launcher then launches again with new ones (see `port_taken` in diagnosis).
 """
 from __future__ import annotations
 
-import shlex
-import subprocess
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
-from tasks.launch.hosts import SSH_OPTIONS, is_local
-from tasks.launch.preflight import PreflightError
+from tasks.launch.remote.command import RemoteError, on_each_host, run_on
 
 # run by the Python of the host asked: `count` ports free on every address there, held together so that they differ
 PICK_PORTS = ("import socket, sys\n"
@@ -24,24 +20,15 @@ PICK_PORTS = ("import socket, sys\n"
 
 def free_ports_on(host: str, count: int) -> list[int]:
     """`count` different ports free on `host`, asked of the host itself (this machine: without ssh)."""
-    pick = [sys.executable, "-c", PICK_PORTS, str(count)]
-    command = pick if is_local(host) else ["ssh", *SSH_OPTIONS, host, shlex.join(pick)]
-    try:
-        answer = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        raise PreflightError(f"host {host} did not answer within 60 s (picking its ports)") from None
+    answer = run_on(host, [sys.executable, "-c", PICK_PORTS, str(count)], f"picking {count} free ports", timeout=60)
     ports = answer.stdout.split()
-    if answer.returncode != 0 or len(ports) != count:
-        why = (answer.stderr.strip().splitlines() or ["no message"])[-1]
-        raise PreflightError(f"host {host}: could not pick {count} free ports there: {why}")
+    if len(ports) != count:
+        raise RemoteError(f"host {host}: picking {count} free ports gave {len(ports)}")
     return [int(port) for port in ports]
 
 
 def pick_ports(hosts: list[str]) -> list[int]:
     """A free port for each entry of `hosts` (a host may repeat: its ports differ), every host asked at once."""
     wanted = Counter(hosts)
-    if not wanted:
-        return []
-    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
-        picked = dict(zip(wanted, pool.map(free_ports_on, wanted, wanted.values())))
+    picked = on_each_host(list(wanted), lambda host: free_ports_on(host, wanted[host]))
     return [picked[host].pop() for host in hosts]

@@ -1,0 +1,104 @@
+"""A training job: write its configuration, ship what hosts without the shared filesystem need, launch its
+processes and wait, bring rank 0's results back; rank 0 logs to MLflow."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tasks.atomic import atomic_dir
+from tasks.launch.hostlist import host_slots
+from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
+from tasks.launch.output.diagnosis import RankFailed
+from tasks.launch.output.metrics_relay import relay_metrics
+from tasks.launch.plan import launch_plan, port_hosts, rank_environment
+from tasks.launch.preflight import LaunchCheck, check_launch
+from tasks.launch.remote.cleanup import stop_remote_processes
+from tasks.launch.remote.discovery import prepare_discovery
+from tasks.launch.remote.ports import pick_ports
+from tasks.launch.remote.shipping import Shipment, bring_back, ship_inputs
+from tasks.launch.supervise.processes import JobLimits, Process, run_processes
+from tasks.params import Params
+from tasks.paths import ROOT
+from trainer.config import JobSpec
+from trainer.model_io import read_train_summary
+
+PORT_ATTEMPTS = 3  # launches of a job whose server found its port taken at the start
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Where the trained model is and what the training reported."""
+    model_dir: Path
+    summary: dict
+
+
+def job_limits(params: Params) -> JobLimits:
+    timeout = params.train.timeout_minutes
+    return JobLimits(params.train.stall_timeout_seconds, timeout * 60 if timeout else None,
+                     silence_ends_job=params.train.elastic is None)
+
+
+def lead_host(processes: list[Process]) -> str:
+    """Where rank 0 (Horovod), worker 0 (multiworker) or the coordinator (parameter-server) runs."""
+    return next(process.hosts[0] for process in processes if process.label in (None, "0", "chief0"))
+
+
+def shipment(check: LaunchCheck, processes: list[Process]) -> Shipment:
+    """The job's hosts that do not share this machine's filesystem, and rank 0's host."""
+    used = {host for process in processes for host in process.hosts}
+    return Shipment(tuple(host for host in check.unshared_hosts if host in used), lead_host(processes),
+                    check.hosts_with_data)
+
+
+def run_job(processes: list[Process], params: Params, job: JobSpec, config_file: Path, check: LaunchCheck,
+            on_line: Callable[[str], None]) -> None:
+    """Ship what hosts without the shared filesystem need, run the processes, then, however the job ended, stop
+    every rank on every host and bring rank 0's results back."""
+    to_ship = shipment(check, processes)
+    failed = True
+    try:
+        ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
+        run_processes(processes, ROOT, on_line, job_limits(params))
+        failed = False
+    finally:
+        stop_remote_processes([host for process in processes for host in process.hosts], str(config_file))
+        bring_back(to_ship, job.out_dir, job.checkpoint_dir, on_line, failed)
+
+
+def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
+           on_line: Callable[[str], None]) -> None:
+    """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
+    start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
+    direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        ports = pick_ports(port_hosts(params))  # on the host that listens on each
+        processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id), ports)
+        for process in processes:
+            on_line("launching: " + " ".join(process.command))
+        try:
+            run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
+            return
+        except RankFailed as failure:
+            if not failure.port_taken or attempt == PORT_ATTEMPTS:
+                raise
+            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+
+
+def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
+          on_line: Callable[[str], None] = print, check: LaunchCheck | None = None) -> TrainResult:
+    """Launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
+
+    `check`: what the run's preflight found (None: run the preflight now). The job resumes from the latest
+    checkpoint in checkpoint_dir when it holds one of the same config and code. Rank 0 logs to the MLflow run
+    `run_id` (when given), through its output lines when hosts do not share this machine's filesystem.
+    """
+    check = check or check_launch(params, data_dir)
+    with atomic_dir(out_dir) as work_dir:
+        job = job_spec(params, data_dir, work_dir, checkpoint_dir)
+        check_resumable(params, checkpoint_dir, job.checkpoint_owner)
+        config_file = write_trainer_config(params, job)
+        prepare_discovery(params.train, host_slots(params.train), work_dir)
+        launch(params, job, config_file, check, run_id, on_line)
+        summary = read_train_summary(work_dir)
+    return TrainResult(out_dir, summary)

@@ -1,0 +1,63 @@
+"""What one training job is: its spec (data, model and checkpoint places, whom the checkpoints belong to,
+augmentation) and its configuration file, which every process reads; checks of a run's checkpoints to resume."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from tasks.launch.errors import PreflightError
+from tasks.params import Params
+from tasks.versioning.run_state import code_digest
+from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epochs
+from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, write_config
+from trainer.prepared_data import read_manifest
+
+
+def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
+    """`auto` augments images of 64 px or more (the ImageNet regime of NVIDIA's nvcnn_hvd), not small digits, of
+    whatever source."""
+    if inputs.augment != "auto":
+        return inputs.augment == "on"
+    height, width, _ = manifest["image_shape"]
+    return min(height, width) >= 64
+
+
+def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
+    """What makes two trainings the same config (not epochs: a resumed run may train longer)."""
+    not_the_model = {"epochs", "resume_from", "keep_checkpoints", "scaling_np", "tensorboard", "intra_op_threads",
+                     "stall_timeout_seconds", "timeout_minutes", "shared_fs", "network_interface"}
+    train = params.train.model_dump(exclude=not_the_model
+                                    | (set() if with_np else {"np", "hosts", "hostfile"}))
+    blob = json.dumps({"train": train, "input": params.input.model_dump(), "data": manifest.get("fingerprint")},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def checkpoint_owner(params: Params, manifest: dict) -> str:
+    """Whom a job's checkpoints belong to: its config and the code version."""
+    return hashlib.sha256(f"{config_key(params, manifest)}|{code_digest()}".encode()).hexdigest()[:16]
+
+
+def check_resumable(params: Params, checkpoint_dir: Path, owner: str) -> None:
+    """Refuse, before any launch, checkpoints of another config or code version and a job with no epoch left."""
+    try:
+        check_owner(checkpoint_dir, owner)
+    except CheckpointMismatch as error:
+        raise PreflightError(str(error)) from None
+    done = saved_epochs(checkpoint_dir)
+    if done >= params.train.epochs:
+        raise PreflightError(f"nothing to train: the run's checkpoints already hold {done} epochs and train.epochs "
+                             f"is {params.train.epochs} (raise train.epochs to continue it)")
+
+
+def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path) -> JobSpec:
+    """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation."""
+    manifest = read_manifest(data_dir)
+    return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest))
+
+
+def write_trainer_config(params: Params, job: JobSpec) -> Path:
+    """The resolved params plus the job, as one file in the job's output directory."""
+    return write_config(params.model_dump(mode="json"), job, job.out_dir / CONFIG_FILE_NAME)

@@ -1,0 +1,103 @@
+"""The one backend registry: every fact about a training backend, looked up by name.
+
+Preflight, the launch plan and the ranks' own plan all ask a backend's spec (how it is launched, its replicas and
+input pipelines, hence its global batch); no other code compares backend names. Imports no TensorFlow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# horovodrun: one process per rank; cluster: one process per TF_CONFIG task, started by ringflow; process: one
+Launcher = Literal["horovodrun", "cluster", "process"]
+# how the replicas are formed (the tf.distribute strategy, or Horovod's one replica per rank)
+Replication = Literal["horovod", "mirrored", "multiworker", "central-storage", "one-device", "parameter-server"]
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend: the module whose `train(config)` a process runs, how its processes are started, how its
+    replicas are formed, and whether Horovod's elastic mode can run it (`elastic_module`)."""
+    name: str
+    module: str
+    launcher: Launcher
+    replication: Replication
+    custom_loop: bool = False  # a GradientTape loop instead of Keras fit
+    elastic_module: str | None = None
+    logical_cpu_devices: bool = False  # without GPUs, np logical CPU devices in one process
+
+    @property
+    def horovod(self) -> bool:
+        """Launched by horovodrun: Horovod's build and controller matter."""
+        return self.launcher == "horovodrun"
+
+    @property
+    def elastic_capable(self) -> bool:
+        return self.elastic_module is not None
+
+    @property
+    def with_servers(self) -> bool:
+        """Parameter servers and worker servers plus a coordinator (which runs the tf.data dispatcher)."""
+        return self.replication == "parameter-server"
+
+    @property
+    def one_process_per_slot(self) -> bool:
+        """Its processes fill the listed hosts' slots (np must fit in them)."""
+        return self.launcher in ("horovodrun", "cluster")
+
+    def module_for(self, elastic: bool) -> str:
+        """The module one process runs (Horovod's elastic loop around the same fit when elastic)."""
+        return self.elastic_module if elastic and self.elastic_module else self.module
+
+    def replicas(self, np: int, gpus_per_host: int) -> int:
+        """Replicas in sync for one optimizer step: one per Horovod rank; multiworker: each worker's GPUs (or its
+        CPU); mirrored, central-storage: every local GPU, else np logical CPU devices; one-device: one;
+        parameter-server: one worker's replicas (workers step independently)."""
+        per_host = max(1, gpus_per_host)
+        if self.replication == "horovod":
+            return np
+        if self.replication == "multiworker":
+            return np * per_host
+        if self.replication in ("mirrored", "central-storage"):
+            return gpus_per_host or np
+        return per_host if self.replication == "parameter-server" else 1
+
+    def input_pipelines(self, np: int) -> int:
+        """Input pipelines the training split is cut for: one per Horovod rank or multiworker worker, else one
+        (parameter-server workers share one through the tf.data service)."""
+        return np if self.replication in ("horovod", "multiworker") else 1
+
+    def global_batch(self, batch_size: int, np: int, gpus_per_host: int) -> int:
+        """Records per optimizer step (train.batch_size is per replica)."""
+        return batch_size * self.replicas(np, gpus_per_host)
+
+
+def _tf_distribute(name: str, replication: Replication, launcher: Launcher,
+                   logical_cpu_devices: bool = False) -> BackendSpec:
+    tape = name.endswith("-tape")
+    module = "trainer.backends.distribute_tape" if tape else "trainer.backends.distribute"
+    return BackendSpec(name, module, launcher, replication, custom_loop=tape,
+                       logical_cpu_devices=logical_cpu_devices)
+
+
+REGISTRY: dict[str, BackendSpec] = {spec.name: spec for spec in (
+    # Keras fit with hvd.DistributedOptimizer; elastic: the same fit in Horovod's elastic loop
+    BackendSpec("horovod", "trainer.backends.horovod_fit", "horovodrun", "horovod",
+                elastic_module="trainer.backends.horovod_elastic"),
+    # a custom loop with hvd.DistributedGradientTape
+    BackendSpec("horovod-tape", "trainer.backends.horovod_tape", "horovodrun", "horovod", custom_loop=True),
+    # tf.distribute strategies through Keras fit, or through the guide's custom loop (strategy.run)
+    _tf_distribute("mirrored", "mirrored", "process", logical_cpu_devices=True),
+    _tf_distribute("multiworker", "multiworker", "cluster"),
+    _tf_distribute("central-storage", "central-storage", "process", logical_cpu_devices=True),
+    _tf_distribute("one-device", "one-device", "process"),
+    _tf_distribute("parameter-server", "parameter-server", "cluster"),
+    _tf_distribute("mirrored-tape", "mirrored", "process", logical_cpu_devices=True),
+    _tf_distribute("multiworker-tape", "multiworker", "cluster"),
+)}
+BACKEND_NAMES = tuple(REGISTRY)
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The spec of a backend by name (names are validated by the params model: an unknown one is a bug)."""
+    return REGISTRY[name]

@@ -1,22 +1,67 @@
-"""Where things live in a ringflow checkout (the repo root holds code, data and the MLflow store)."""
+"""Where things live, in one place: the code (this checkout: flows/, tasks/, trainer/, .venv) and the workspace, the
+DVC project a pipeline runs in (params.yaml, dvc.yaml, dvc.lock, data/, outputs/, mlruns/).
+
+The workspace is this checkout unless the environment variable RINGFLOW_WORKSPACE names another directory of the
+same shape (its dvc.yaml refers to the code by relative paths, so it holds links to the checkout's code folders).
+Every process of a pipeline reads it from the environment it inherits; tests point it at a temporary directory.
+"""
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PARAMS_FILE = ROOT / "params.yaml"
-PREPARED_DIR = ROOT / "data" / "prepared"
-OUTPUTS_DIR = ROOT / "outputs"
+ROOT = Path(__file__).resolve().parents[1]  # the code
+WORKSPACE_ENV = "RINGFLOW_WORKSPACE"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The directories and files of one ringflow workspace."""
+    root: Path
+
+    @property
+    def params_file(self) -> Path:
+        return self.root / "params.yaml"
+
+    @property
+    def prepared_dir(self) -> Path:
+        return self.root / "data" / "prepared"
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.root / "outputs"
+
+    @property
+    def mlruns_dir(self) -> Path:
+        return self.root / "mlruns"
+
+    @property
+    def locks_dir(self) -> Path:
+        """flock files: one preparer, one DVC command, one publisher at a time."""
+        return self.outputs_dir / ".locks"
+
+
+def workspace_from_environment() -> Workspace:
+    """The workspace RINGFLOW_WORKSPACE names, else this checkout."""
+    named = os.environ.get(WORKSPACE_ENV)
+    return Workspace(Path(named).expanduser().resolve() if named else ROOT)
+
+
+WORKSPACE = workspace_from_environment()
+PARAMS_FILE = WORKSPACE.params_file
+PREPARED_DIR = WORKSPACE.prepared_dir
+OUTPUTS_DIR = WORKSPACE.outputs_dir
 MODEL_DIR = OUTPUTS_DIR / "model"
 SAVEDMODEL_DIR = OUTPUTS_DIR / "savedmodel"
 METRICS_FILE = OUTPUTS_DIR / "metrics.json"
-MLRUNS_DIR = ROOT / "mlruns"
+MLRUNS_DIR = WORKSPACE.mlruns_dir
 GATE_FILE = OUTPUTS_DIR / "gate.json"
 EVALUATION_DIR = OUTPUTS_DIR / "evaluation"
-LOCKS_DIR = OUTPUTS_DIR / ".locks"  # flock files: one preparer, one DVC command, one publisher at a time
+LOCKS_DIR = WORKSPACE.locks_dir
 
 
 def resolve_path(argument: str) -> Path:
-    """A path as a parameter gives it: relative paths are taken from the repo root."""
+    """A path as a parameter gives it: relative paths are taken from the workspace (where params.yaml is)."""
     path = Path(argument).expanduser()
-    return path if path.is_absolute() else ROOT / path
+    return path if path.is_absolute() else WORKSPACE.root / path

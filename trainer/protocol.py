@@ -55,9 +55,9 @@ def weights_line(who: str, digest: str) -> str:
     return f"weights_sha256 {who} {digest}"
 
 
-def weights_digests(text: str) -> dict[str, str]:
-    """who -> weights digest, of every weights line."""
-    return {found["who"]: found["digest"] for found in _WEIGHTS.finditer(text)}
+def weights_digests(text: str) -> list[tuple[str, str]]:
+    """(who, weights digest) of every weights line, in order."""
+    return [(found["who"], found["digest"]) for found in _WEIGHTS.finditer(text)]
 
 
 def epoch_line(epoch: int, metrics: dict[str, float]) -> str:

@@ -18,7 +18,7 @@ from tasks.data.convert import plan_shards, run_jobs
 from tasks.data.source_data import SourceData, SourceError, SplitData
 from tasks.data.sources import load_source, source_identity
 from tasks.params import DataParams
-from tasks.paths import PREPARED_DIR, ROOT
+from tasks.paths import PREPARED_DIR, resolve_path
 from trainer.prepared_data import MANIFEST_NAME, SPLITS, read_manifest
 
 FORMAT_VERSION = 2
@@ -53,8 +53,8 @@ def fingerprint(params: DataParams) -> str:
 
 
 def tfds_dir(params: DataParams) -> Path:
-    path = Path(params.data_dir).expanduser()
-    return path if path.is_absolute() else ROOT / path
+    """Where tfds keeps its downloads (data.data_dir, relative to the workspace)."""
+    return resolve_path(params.data_dir)
 
 
 def up_to_date(out_dir: Path, expected: str) -> dict[str, Any] | None:

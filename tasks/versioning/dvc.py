@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from tasks.atomic import atomic_dir, file_lock
-from tasks.paths import LOCKS_DIR, PREPARED_DIR, ROOT
+from tasks.paths import PREPARED_DIR, ROOT, WORKSPACE, Workspace
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,11 @@ class DataVersion:
 DVC_TIMEOUT_SECONDS = 1800
 
 
-def _dvc(*args: str, root: Path = ROOT) -> str:
-    """Run one DVC command in the repo, one at a time across this checkout's processes (DVC's own lock fails a
-    second command instead of waiting); a failure raises with DVC's own message."""
+def _dvc(*args: str, root: Path = WORKSPACE.root) -> str:
+    """Run one DVC command in the workspace, one at a time across its processes (DVC's own lock fails a second
+    command instead of waiting); a failure raises with DVC's own message."""
     dvc = Path(sys.executable).with_name("dvc")
-    with file_lock(root / LOCKS_DIR.relative_to(ROOT) / "dvc.lock"):
+    with file_lock(Workspace(root).locks_dir / "dvc.lock"):
         done = subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True,
                               timeout=DVC_TIMEOUT_SECONDS)
     if done.returncode != 0:
@@ -38,7 +38,8 @@ def _dvc(*args: str, root: Path = ROOT) -> str:
 
 
 def git_state(root: Path = ROOT) -> tuple[str, bool]:
-    """(HEAD commit, whether tracked files other than dvc.lock differ from it); ('unknown', True) outside git.
+    """(HEAD commit of the code, whether tracked files other than dvc.lock differ from it); ('unknown', True)
+    outside git.
 
     dvc.lock is left out: recording a run rewrites it.
     """
@@ -50,7 +51,7 @@ def git_state(root: Path = ROOT) -> tuple[str, bool]:
     return head.stdout.strip(), bool(status.stdout.strip())
 
 
-def locked_data_hash(root: Path = ROOT, data_dir: Path = PREPARED_DIR) -> str:
+def locked_data_hash(root: Path = WORKSPACE.root, data_dir: Path = PREPARED_DIR) -> str:
     """The DVC hash of the prepared data as recorded in dvc.lock by the prepare stage."""
     lock_file = root / "dvc.lock"
     if not lock_file.is_file():
@@ -63,20 +64,21 @@ def locked_data_hash(root: Path = ROOT, data_dir: Path = PREPARED_DIR) -> str:
     raise KeyError(f"dvc.lock records no output {relative} for stage prepare")
 
 
-def data_version(root: Path = ROOT) -> DataVersion:
-    """The data hash from dvc.lock and the git state, without running DVC (safe inside `dvc repro`)."""
-    commit, dirty = git_state(root)
+def data_version(root: Path = WORKSPACE.root) -> DataVersion:
+    """The data hash from the workspace's dvc.lock and the code's git state, without running DVC (safe inside
+    `dvc repro`)."""
+    commit, dirty = git_state()
     return DataVersion(locked_data_hash(root), commit, dirty)
 
 
-def commit_stages(*stages: str, root: Path = ROOT) -> None:
+def commit_stages(*stages: str, root: Path = WORKSPACE.root) -> None:
     """Record the current outputs of stages in dvc.lock and the DVC cache, and push them to the default remote:
     whatever dvc.lock records, another clone can pull."""
     _dvc("commit", "--force", *stages, root=root)
     _dvc("push", *stages, root=root)
 
 
-def version_data(root: Path = ROOT) -> DataVersion:
+def version_data(root: Path = WORKSPACE.root) -> DataVersion:
     """Track the freshly prepared data (prepare stage) and push it to the default remote."""
     commit_stages("prepare", root=root)
     _dvc("push", "prepare", root=root)
@@ -88,7 +90,7 @@ def _pointer_file(data_hash: str, name: str) -> str:
     return yaml.safe_dump({"outs": [{"md5": data_hash, "hash": "md5", "path": name}]})
 
 
-def restore_data(data_hash: str, root: Path = ROOT, target: Path = PREPARED_DIR) -> Path:
+def restore_data(data_hash: str, root: Path = WORKSPACE.root, target: Path = PREPARED_DIR) -> Path:
     """Bring back the prepared data with this DVC hash (as an MLflow run recorded it) from the DVC remote.
 
     dvc.lock may have moved on since that run, so the version is fetched through a temporary .dvc file

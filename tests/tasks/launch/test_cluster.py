@@ -23,6 +23,7 @@ from tasks.params import Params, TrainParams
 from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
 from tests.helpers import BIN, ROOT, api_call, quiet_env, run
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
+from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod across them
 
@@ -44,7 +45,7 @@ def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], di
     text = "\n".join(lines)
     assert f"horovodrun --{controller} " in text
     assert re.search(r"rank 0 of 2 on h1\b", text) and re.search(r"rank 1 of 2 on h2\b", text), text[-2000:]
-    digests = re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", text)
+    digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1]  # the allreduce kept both hosts' weights equal
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 
@@ -60,7 +61,7 @@ def test_tf_distribute_trains_across_two_hosts(cluster: list[str], digits_data: 
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     assert ranks_on("h1") == [] and ranks_on("h2") == []  # workers and servers gone from both hosts
     if backend != "parameter-server":  # synchronous: both workers end with the same weights
-        digests = re.findall(r"weights_sha256 task=worker:\d ([0-9a-f]{64})", "\n".join(lines))
+        digests = [digest for who, digest in weights_digests("\n".join(lines)) if who.startswith("task=worker:")]
         assert len(digests) == 2 and digests[0] == digests[1], lines[-10:]
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 
@@ -110,7 +111,7 @@ def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(clus
     retry = params.model_copy(update={"train": params.train.model_copy(update={"epochs": 30})})
     lines.clear()
     resumed_model = train(retry, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
-    resumed = [int(m[1]) for line in lines if (m := re.search(r"resuming from checkpoint at epoch (\d+)", line))]
+    resumed = resumed_epochs("\n".join(lines))
     assert resumed and resumed[0] >= 2, lines[-10:]  # at most the killed epoch was lost
     uninterrupted = train(retry, digits_data, tmp_path / "whole", tmp_path / "whole-checkpoints", None, print)
     accuracies = [unseen_accuracy(result.model_dir, digits_data) for result in (resumed_model, uninterrupted)]

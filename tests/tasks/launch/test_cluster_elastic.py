@@ -16,6 +16,7 @@ from tasks.outputs.evaluate import evaluate
 from tasks.params import InputParams, Params, TrainParams
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
 from trainer.config import ElasticParams
+from trainer.protocol import elastic_starts, weights_digests
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod's elastic driver across them
 
@@ -57,12 +58,12 @@ def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[s
     finally:
         set_link("h2", "up")
     text = "\n".join(outage.lines)
-    starts = [(int(size), int(epoch)) for size, epoch in re.findall(r"elastic: (\d) ranks train from epoch (\d+)", text)]
+    starts = elastic_starts(text)
     assert starts[0] == (2, 1) and (1, 3) in starts, text[-3000:]  # one epoch lost at most: epoch 2 was committed
     assert starts[-1][0] == 2 and starts[-1][1] > 3, starts  # h2 back: both ranks again
     sizes = result.summary["history"]["world_size"]
     assert len(sizes) == 12 and sizes[:2] == [2, 2] and 1 in sizes and sizes[-1] == 2, sizes
-    digests = re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", text)
+    digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1], text[-3000:]  # the last ring's two ranks agree
     assert ranks_on("h1") == [] and ranks_on("h2") == []
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8

@@ -3,7 +3,6 @@
 files, brings rank 0's results back, and logs rank 0's metrics itself."""
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -16,6 +15,7 @@ from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT
 from tests.tasks.launch.cluster_hosts import STATE, cluster_up, on_host, ranks_on
+from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and training across them
 
@@ -60,7 +60,7 @@ def test_horovod_trains_on_hosts_without_a_shared_filesystem(private_cluster: li
     train(more, digits_data, model_dir, checkpoints, run_id, lines.append)
     text = "\n".join(lines)
     assert "shipping the prepared data" not in text  # the hosts kept this version of the data
-    assert re.search(r"resuming from checkpoint at epoch 3", text), text[-2000:]  # from the checkpoints shipped back
+    assert 3 in resumed_epochs(text), text[-2000:]  # from the checkpoints shipped back
     assert [m.step for m in client.get_metric_history(run_id, "accuracy")] == [0, 1, 2, 3, 4]
 
 
@@ -69,7 +69,7 @@ def test_multiworker_trains_on_hosts_without_a_shared_filesystem(private_cluster
     params = Params(train=TrainParams(backend="multiworker", np=2, hosts="h1:1,h2:1", epochs=3, tensorboard=False))
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
-    digests = re.findall(r"weights_sha256 task=worker:\d ([0-9a-f]{64})", "\n".join(lines))
+    digests = [digest for who, digest in weights_digests("\n".join(lines)) if who.startswith("task=worker:")]
     assert len(digests) == 2 and digests[0] == digests[1], lines[-10:]
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 

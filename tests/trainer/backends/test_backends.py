@@ -23,6 +23,7 @@ from tests.helpers import ROOT, free_port, numbered_data, quiet_env
 from trainer.checkpoint_files import saved_epochs
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
+from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real Horovod and tf.distribute jobs
 
@@ -30,7 +31,7 @@ SAME_WEIGHTS = ("horovod", "horovod-tape", "multiworker", "multiworker-tape")
 
 
 def digests(lines: list[str]) -> list[str]:
-    return re.findall(r"weights_sha256 \S+ ([0-9a-f]{64})", "\n".join(lines))
+    return [digest for _, digest in weights_digests("\n".join(lines))]
 
 
 def train_for_test(params: Params, data_dir: Path, tmp_path: Path, lines: list[str]) -> Path:
@@ -93,7 +94,7 @@ def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: P
     lines: list[str] = []
     out = train_for_test(params, digits_data, tmp_path, lines)
     reported = [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))]
-    assert any("resuming from checkpoint at epoch 2" in line for line in lines)
+    assert 2 in resumed_epochs("\n".join(lines))
     assert reported == [3, 4]
     found = digests(lines)
     assert len(found) == 2 and found[0] == found[1]  # all ranks restored identically

@@ -1,7 +1,6 @@
 """Horovod for real: 2 ranks over Gloo end with identical weights."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from tasks.launch.supervise.processes import run_streaming
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, quiet_env
 from trainer.config import JobSpec
+from trainer.protocol import weights_digests
 
 pytestmark = pytest.mark.slow  # real horovodrun
 
@@ -23,7 +23,7 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
                   augment=False)
     command = horovod_command(params, "gloo", write_trainer_config(params, job))
     run_streaming(command, rank_environment() | quiet_env(), ROOT, lines.append)
-    digests = dict(re.findall(r"weights_sha256 rank=(\d) ([0-9a-f]{64})", "\n".join(lines)))
+    digests = {who.removeprefix("rank="): digest for who, digest in weights_digests("\n".join(lines))}
     assert set(digests) == {"0", "1"}, lines[-20:]
     assert digests["0"] == digests["1"]
     assert (tmp_path / "model.weights.h5").is_file()  # rank 0 saved the model

@@ -179,12 +179,22 @@ def parse_assignments(assignments: list[str]) -> dict[str, str]:
     return pairs
 
 
+def yaml_problem(path: Path, error: yaml.YAMLError) -> str:
+    """One line for YAML that does not parse: the file, where, and what (not YAML's caret picture)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"{path.name}{where}: {problem}"
+
+
 def load_params(overrides: dict[str, Any] | None = None, path: Path = PARAMS_FILE) -> Params:
     """params.yaml with overrides, validated; raises ParamsError with one clear line."""
     try:
         raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ParamsError(f"cannot read {path}: {error}") from error
+    except OSError as error:
+        raise ParamsError(f"cannot read {path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise ParamsError(yaml_problem(path, error)) from None
     try:
         return Params.model_validate(apply_overrides(raw, overrides or {}))
     except ValidationError as error:

@@ -182,8 +182,10 @@ def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS
     last_step = RUN_STEPS[-1].publishes
     with mlflow_store.failing_marks_run(run_id):
         with exclusive(), published(workspace, names):
-            outcome = record_outputs(params, run_id, tuple(step.name for step in RUN_STEPS)) if record \
+            outcome = record_outputs(params, tuple(step.name for step in RUN_STEPS)) if record \
                 else "dvc.lock is written by dvc repro"
+        if record:
+            mlflow_store.set_tags(run_id, {"ringflow.dvc_record": outcome})
         if set(last_step) <= set(names):
             decision = GateDecision(**json.loads(workspace.gate_file.read_text()))
             model_registry.apply_gate(decision)

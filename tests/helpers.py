@@ -1,4 +1,4 @@
-"""Shared test helpers: a private copy of the checkout, a real Prefect server, quiet environments."""
+"""Shared test helpers: a private workspace or copy of the checkout, a real Prefect server, quiet environments."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tasks.paths import WORKSPACE_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
@@ -27,24 +29,63 @@ def quiet_env(**extra: str) -> dict[str, str]:
                PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("MLFLOW_RUN_ID", None)
+    env.pop(WORKSPACE_ENV, None)
     env.update(extra)
     return env
 
 
-def copy_checkout(target: Path) -> Path:
-    """The project's files (as git sees them) in a new git repo at target, sharing this .venv."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+RUN_RECORDS = ("dvc.lock",)  # what a user's runs rewrite in the working tree: tests take them as committed
+CODE_LINKS = ("flows", "tasks", "trainer", "scripts", ".venv")  # a workspace's links to this checkout's code
+WORKSPACE_FILES = ("params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore",
+                   "data/.gitignore")
+
+
+def committed(name: str, source: Path = ROOT) -> bytes:
+    """A file as HEAD holds it (a user's run may have rewritten the working tree's copy)."""
+    return subprocess.run(["git", "show", f"HEAD:{name}"], cwd=source, capture_output=True, check=True).stdout
+
+
+def commit_all(repo: Path, message: str) -> None:
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qm", message]):
+        subprocess.run(command, cwd=repo, check=True)
+
+
+def copy_checkout(target: Path, source: Path = ROOT) -> Path:
+    """The project's files (as git sees them, run records as committed) in a new git repo at target, sharing this
+    .venv: for tests that change or commit the code itself."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=source,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     for name in filter(None, listed):
-        source = ROOT / name
-        if source.is_file():
+        if (source / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    (target / ".venv").symlink_to(ROOT / ".venv")
-    for command in (["git", "init", "-q"], ["git", "add", "-A"],
-                    ["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qm", "copy"]):
-        subprocess.run(command, cwd=target, check=True)
+            if name in RUN_RECORDS:
+                (target / name).write_bytes(committed(name, source))
+            else:
+                shutil.copy2(source / name, target / name)
+    (target / ".venv").symlink_to(source / ".venv")
+    commit_all(target, "copy")
     return target
+
+
+def make_workspace(target: Path, source: Path = ROOT) -> Path:
+    """A workspace at target (its own git repo, params.yaml, dvc.yaml and run records as committed, links to this
+    checkout's code): run a pipeline in it with `workspace_env(target)`."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in CODE_LINKS:
+        (target / name).symlink_to(source / name)
+    for name in WORKSPACE_FILES:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target / name)
+    for name in RUN_RECORDS:
+        (target / name).write_bytes(committed(name, source))
+    commit_all(target, "workspace")
+    return target
+
+
+def workspace_env(workspace: Path, **extra: str) -> dict[str, str]:
+    """quiet_env for processes that work in `workspace` (tasks/paths.py reads RINGFLOW_WORKSPACE)."""
+    return quiet_env(RINGFLOW_WORKSPACE=str(workspace), **extra)
 
 
 def free_port() -> int:

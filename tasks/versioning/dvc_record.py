@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from tasks.params import Params, ParamsError, load_params
-from tasks.tracking import mlflow_store
 from tasks.versioning import dvc
 
 STAGE_PARAMS = ("data", "input", "train", "registry")  # the params dvc.yaml's stages record
@@ -22,14 +21,11 @@ def dvc_record_blockers(params: Params) -> list[str]:
             if getattr(written, section).model_dump()[key] != value]
 
 
-def record_outputs(params: Params, run_id: str, stages: tuple[str, ...]) -> str:
+def record_outputs(params: Params, stages: tuple[str, ...]) -> str:
     """Record the published outputs of `stages` in dvc.lock when they were made from params.yaml as it stands;
-    returns what was done, also tagged on the run."""
+    returns what was done, in words."""
     blockers = dvc_record_blockers(params)
     if blockers:
-        outcome = f"dvc.lock left alone: {', '.join(blockers)} differ from params.yaml"
-    else:
-        dvc.commit_stages(*stages)
-        outcome = "recorded in dvc.lock and pushed"
-    mlflow_store.set_tags(run_id, {"ringflow.dvc_record": outcome})
-    return outcome
+        return f"dvc.lock left alone: {', '.join(blockers)} differ from params.yaml"
+    dvc.commit_stages(*stages)
+    return "recorded in dvc.lock and pushed"

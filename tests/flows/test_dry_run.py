@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import PYTHON, copy_checkout, quiet_env, run
+from tests.helpers import PYTHON, make_workspace, run, workspace_env
 
 
 def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(tmp_path: Path) -> None:
-    repo = copy_checkout(tmp_path)
+    repo = make_workspace(tmp_path)
     done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "np=9", "--set", "batch_size=16"], repo,
-               quiet_env(), timeout=300)
+               workspace_env(repo), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     launch = lines[lines.index("launch:") + 1]
@@ -26,7 +26,7 @@ def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(tmp_path:
 def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(tmp_path: Path) -> None:
     """The plan is pure: hosts that neither resolve nor answer still get their plan, marked as not checked."""
     done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.hosts=h1.invalid:1,h2.invalid:1",
-                "--set", "np=2"], copy_checkout(tmp_path), quiet_env(), timeout=300)
+                "--set", "np=2"], make_workspace(tmp_path), workspace_env(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     steps = next(line for line in lines if line.startswith("steps: "))
@@ -38,7 +38,7 @@ def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(tmp_path: 
 
 def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(tmp_path: Path) -> None:
     done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.backend=parameter-server"],
-               copy_checkout(tmp_path), quiet_env(), timeout=300)
+               make_workspace(tmp_path), workspace_env(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     launch = done.stdout.split("launch:\n", 1)[1].split("data:\n", 1)[0].splitlines()
     assert [line.split(":", 1)[0] for line in launch] == ["worker0 on localhost", "worker1 on localhost",

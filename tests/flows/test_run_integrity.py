@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tasks.launch.supervise.watch import RANK_VARIABLES
-from tests.helpers import PYTHON, copy_checkout, memory_limited, quiet_env, run
+from tests.helpers import PYTHON, make_workspace, memory_limited, run, workspace_env
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
 
@@ -51,11 +51,11 @@ def trained_epochs(repo: Path, run_id: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_checkout(tmp_path_factory.mktemp("integrity"))
+    return make_workspace(tmp_path_factory.mktemp("integrity"))
 
 
 def test_two_successive_runs_both_train_every_epoch(repo: Path, prefect_api: str) -> None:
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     run_ids = []
     for _ in range(2):
         done = run(pipeline("epochs=2"), repo, env)
@@ -100,7 +100,7 @@ def logged_model_agrees(repo: Path, run_id: str, digest: str) -> None:
 
 
 def test_two_pipelines_at_once_each_register_their_own_model(repo: Path, prefect_api: str) -> None:
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     jobs = [subprocess.Popen(pipeline("epochs=2", f"learning_rate={rate}"), cwd=repo, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rate in (0.001, 0.003)]
     outputs = [job.communicate(timeout=900)[0] for job in jobs]
@@ -130,7 +130,7 @@ def kill_a_rank_after_epoch(repo: Path, run_id_holder: list[str], job: subproces
 
 
 def test_a_retry_after_a_killed_rank_resumes_that_run(repo: Path, prefect_api: str) -> None:
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     job = subprocess.Popen(pipeline("epochs=5", "pipeline.retry_delay_seconds=0"), cwd=repo,
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed_run: list[str] = []
@@ -149,7 +149,7 @@ def test_a_retry_after_a_killed_rank_resumes_that_run(repo: Path, prefect_api: s
 
 
 def test_out_of_memory_ends_in_one_line_without_a_retry(repo: Path, prefect_api: str) -> None:
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     before = len(training_runs(repo))
     command = pipeline("np=1", "image_size=224", "batch_size=512", "epochs=1")
     done = memory_limited(command, 3 << 30, repo, env)
@@ -170,13 +170,13 @@ def test_out_of_memory_ends_in_one_line_without_a_retry(repo: Path, prefect_api:
 def test_bad_input_found_in_the_data_ends_in_one_line_before_any_run(repo: Path, prefect_api: str, override: str,
                                                                      message: str) -> None:
     before = len(training_runs(repo))
-    done = run(pipeline(override), repo, quiet_env(PREFECT_API_URL=prefect_api))
+    done = run(pipeline(override), repo, workspace_env(repo, PREFECT_API_URL=prefect_api))
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, message)
     assert len(training_runs(repo)) == before  # no MLflow run was opened
 
 
 def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, prefect_api: str) -> None:
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     if not training_runs(repo, "attributes.status = 'FINISHED'"):  # run alone: make one
         assert run(pipeline("epochs=1"), repo, env).returncode == 0
     finished = training_runs(repo, "attributes.status = 'FINISHED'")[0].info.run_id
@@ -190,7 +190,7 @@ def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, 
 
 def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: str) -> None:
     import os
-    env = quiet_env(PREFECT_API_URL=prefect_api)
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     job = subprocess.Popen(pipeline("epochs=12"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600

@@ -1,6 +1,8 @@
 """Parameters: params.yaml defaults, overrides, and one clear line for each bad value."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks.params import ParamsError, load_params, parse_assignments
@@ -91,3 +93,16 @@ def test_every_enum_value_works_through_every_path(section: str, name: str, valu
 
 def test_documented_enum_values_include_off() -> None:
     assert ("input", "augment", "off") in documented_enum_values()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("train:\n  epochs: 2\n\tnp: 2\n", "params.yaml line 3 column 1: found character '\\t' that cannot start any token"),
+    ("train:\n  epochs: : [\n", "params.yaml line 2 column 11: mapping values are not allowed here"),
+    ("train: [1, 2\n", "params.yaml line 2 column 1: expected ',' or ']', but got '<stream end>'"),
+])
+def test_a_malformed_params_yaml_is_one_line_naming_line_and_column(text: str, message: str, tmp_path: Path) -> None:
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ParamsError) as raised:
+        load_params(path=tmp_path / "params.yaml")
+    said = str(raised.value)
+    assert said.startswith(message) and "\n" not in said and "^" not in said

@@ -38,16 +38,16 @@ def local_devices(count: int) -> list[str]:
 
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
     """The backend's strategy (the custom-loop variants use the same ones)."""
-    replication = backend_spec(config.train.backend).replication
-    if replication == "multiworker":
+    strategy = backend_spec(config.train.backend).replication  # the strategy's name
+    if strategy == "MultiWorkerMirroredStrategy":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if replication == "parameter-server":
+    if strategy == "ParameterServerStrategy":
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         return tf.distribute.experimental.ParameterServerStrategy(resolver)
     devices = local_devices(config.train.np)
-    if replication == "mirrored":
+    if strategy == "MirroredStrategy":
         return tf.distribute.MirroredStrategy(devices)
-    if replication == "central-storage":
+    if strategy == "CentralStorageStrategy":
         return tf.distribute.experimental.CentralStorageStrategy(devices, parameter_device="/cpu:0")
     return tf.distribute.OneDeviceStrategy(devices[0])
 

@@ -10,8 +10,9 @@ from typing import Literal
 
 # horovodrun: one process per rank; cluster: one process per TF_CONFIG task, started by ringflow; process: one
 Launcher = Literal["horovodrun", "cluster", "process"]
-# how the replicas are formed (the tf.distribute strategy, or Horovod's one replica per rank)
-Replication = Literal["horovod", "mirrored", "multiworker", "central-storage", "one-device", "parameter-server"]
+# how the replicas are formed: Horovod's one replica per rank, or the tf.distribute strategy of that name
+Replication = Literal["horovod", "MirroredStrategy", "MultiWorkerMirroredStrategy", "CentralStorageStrategy",
+                      "OneDeviceStrategy", "ParameterServerStrategy"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class BackendSpec:
     @property
     def with_servers(self) -> bool:
         """Parameter servers and worker servers plus a coordinator (which runs the tf.data dispatcher)."""
-        return self.replication == "parameter-server"
+        return self.replication == "ParameterServerStrategy"
 
     @property
     def one_process_per_slot(self) -> bool:
@@ -56,16 +57,16 @@ class BackendSpec:
         per_host = max(1, gpus_per_host)
         if self.replication == "horovod":
             return np
-        if self.replication == "multiworker":
+        if self.replication == "MultiWorkerMirroredStrategy":
             return np * per_host
-        if self.replication in ("mirrored", "central-storage"):
+        if self.replication in ("MirroredStrategy", "CentralStorageStrategy"):
             return gpus_per_host or np
-        return per_host if self.replication == "parameter-server" else 1
+        return per_host if self.replication == "ParameterServerStrategy" else 1
 
     def input_pipelines(self, np: int) -> int:
         """Input pipelines the training split is cut for: one per Horovod rank or multiworker worker, else one
         (parameter-server workers share one through the tf.data service)."""
-        return np if self.replication in ("horovod", "multiworker") else 1
+        return np if self.replication in ("horovod", "MultiWorkerMirroredStrategy") else 1
 
     def global_batch(self, batch_size: int, np: int, gpus_per_host: int) -> int:
         """Records per optimizer step (train.batch_size is per replica)."""
@@ -87,13 +88,13 @@ REGISTRY: dict[str, BackendSpec] = {spec.name: spec for spec in (
     # a custom loop with hvd.DistributedGradientTape
     BackendSpec("horovod-tape", "trainer.backends.horovod_tape", "horovodrun", "horovod", custom_loop=True),
     # tf.distribute strategies through Keras fit, or through the guide's custom loop (strategy.run)
-    _tf_distribute("mirrored", "mirrored", "process", logical_cpu_devices=True),
-    _tf_distribute("multiworker", "multiworker", "cluster"),
-    _tf_distribute("central-storage", "central-storage", "process", logical_cpu_devices=True),
-    _tf_distribute("one-device", "one-device", "process"),
-    _tf_distribute("parameter-server", "parameter-server", "cluster"),
-    _tf_distribute("mirrored-tape", "mirrored", "process", logical_cpu_devices=True),
-    _tf_distribute("multiworker-tape", "multiworker", "cluster"),
+    _tf_distribute("mirrored", "MirroredStrategy", "process", logical_cpu_devices=True),
+    _tf_distribute("multiworker", "MultiWorkerMirroredStrategy", "cluster"),
+    _tf_distribute("central-storage", "CentralStorageStrategy", "process", logical_cpu_devices=True),
+    _tf_distribute("one-device", "OneDeviceStrategy", "process"),
+    _tf_distribute("parameter-server", "ParameterServerStrategy", "cluster"),
+    _tf_distribute("mirrored-tape", "MirroredStrategy", "process", logical_cpu_devices=True),
+    _tf_distribute("multiworker-tape", "MultiWorkerMirroredStrategy", "cluster"),
 )}
 BACKEND_NAMES = tuple(REGISTRY)
 

@@ -3,6 +3,7 @@ timeout; a failure is one line naming the host, what was being done, and the rea
 standard error)."""
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -34,10 +35,15 @@ def host_command(host: str, argv: list[str]) -> list[str]:
     return list(argv) if is_local(host) else ssh_command(host, shlex.join(argv))
 
 
+SUMMARY_LINE = re.compile(r"Exiting with failure status due to previous errors")
+
+
 def last_line(stderr: str | bytes, default: str = "no message") -> str:
     """The reason a command gave for failing: its last non-empty line on standard error."""
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
-    return (text.strip().splitlines() or [default])[-1].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    told = [line for line in lines if not SUMMARY_LINE.search(line)] or lines  # tar's summary names no cause
+    return (told or [default])[-1]
 
 
 def failure(host: str, what: str, code: int, stderr: str | bytes) -> RemoteError:

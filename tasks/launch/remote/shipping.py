@@ -126,7 +126,8 @@ def _remove(path: Path) -> None:
 def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
     """Rank 0's model, summary, logs and checkpoints from its host into the same paths here."""
     names = " ".join(shlex.quote(_relative(path)) for path in (out_dir, checkpoint_dir))
-    script = f"cd / && tar -cf - -T /dev/null $(for name in {names}; do [ -e \"$name\" ] && echo \"$name\"; done)"
+    script = (f"cd / && set -- && for name in {names}; do if [ -e \"$name\" ]; then set -- \"$@\" \"$name\"; fi; "
+              "done && tar -cf - -T /dev/null \"$@\"")  # the paths that exist, each one word
     staging = Path(tempfile.mkdtemp(prefix=".fetched-", dir=out_dir.parent))
     try:
         _receive_tar(host, script, staging, "bringing rank 0's results back")

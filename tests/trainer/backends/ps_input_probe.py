@@ -50,7 +50,7 @@ def main(data_dir: Path) -> None:
                            input=InputParams(), job=job)
     strategy = make_strategy(config)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    run = session.plan(config, replicas=strategy.num_replicas_in_sync, pipelines=1)
+    run = session.plan(config, processes=config.train.np)
     creator = train_input(config, run)
     per_worker = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(creator))
     iterator = iter(per_worker)

@@ -13,8 +13,9 @@ from tests.helpers import ROOT
 
 
 def probe_answer(checkout: Path, token_file: Path) -> dict:
-    """The probe run as a host runs it (its Python reading the script on standard input)."""
-    done = subprocess.run([sys.executable, "-", str(checkout), str(checkout / "data"), str(token_file)],
+    """The probe run as a host runs it (its Python reading the script on standard input; -S: without
+    site-packages, so Horovod is not imported, which these tests do not ask about)."""
+    done = subprocess.run([sys.executable, "-S", "-", str(checkout), str(checkout / "data"), str(token_file)],
                           input=Path(host_probe.__file__).read_text(), capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -36,6 +37,6 @@ def test_a_copied_checkout_is_not_taken_for_a_shared_filesystem(tmp_path: Path) 
     assert not list((head / "outputs").rglob("*-*")) or not token_file.exists()  # the token is gone after
 
 
-def test_the_probe_names_this_hosts_interfaces() -> None:
-    with fresh_token(ROOT / "outputs") as token_file:
+def test_the_probe_names_this_hosts_interfaces(tmp_path: Path) -> None:
+    with fresh_token(tmp_path) as token_file:
         assert "lo" in probe_answer(ROOT, token_file)["interfaces"]

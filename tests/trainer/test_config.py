@@ -9,7 +9,6 @@ from pydantic import ValidationError
 
 from tasks.launch.job_config import job_spec, write_trainer_config
 from tasks.params import Params, load_params
-from tests.helpers import PYTHON, ROOT, quiet_env, run
 from trainer.config import JobSpec, read_config, write_config
 
 
@@ -33,8 +32,3 @@ def test_a_file_the_processes_cannot_read_is_never_written(tmp_path: Path) -> No
     with pytest.raises(ValidationError, match="epochs"):
         write_config(sections, job, tmp_path / "config.json")
     assert not (tmp_path / "config.json").exists()
-
-
-def test_the_trainer_takes_only_the_config_file() -> None:
-    done = run([PYTHON, "-m", "trainer", "--epochs", "3"], ROOT, quiet_env(), timeout=120)
-    assert done.returncode == 2 and "the following arguments are required: --config" in done.stderr

@@ -12,7 +12,7 @@ from tasks.params import DataParams
 from tests.helpers import numbered_data, read_split
 from trainer.data import rank_dataset
 from trainer.prepared_data import read_manifest
-from trainer.sharding import Piece, rank_share, split_shares, training_plan
+from trainer.sharding import Piece, rank_share, training_plan
 
 
 @pytest.mark.parametrize("shards", [8, 1])
@@ -28,17 +28,6 @@ def test_two_ranks_read_disjoint_complete_parts(digits_data: Path, tmp_path: Pat
     as_rows = lambda a: sorted(map(bytes, a.astype(np.uint8)))  # noqa: E731
     assert as_rows(np.concatenate(parts)) == as_rows(everything)
     assert min(len(parts[0]), len(parts[1])) > 0
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 8, 9, 16, 64])
-def test_shares_are_disjoint_balanced_and_complete(size: int) -> None:
-    counts = [157, 157, 157, 157, 157, 157, 157, 158]
-    for seed in (None, 0, 42):
-        shares = split_shares(counts, size, seed)
-        seen = [(piece.shard, piece.skip + i) for share in shares for piece in share.pieces for i in range(piece.take)]
-        assert len(seen) == len(set(seen)) == sum(counts)  # every record exactly once
-        assert max(s.records for s in shares) - min(s.records for s in shares) <= 1
-    assert split_shares(counts, size, 42) == split_shares(counts, size, 42)  # the same on every rank
 
 
 def one_epoch(data_dir: Path, rank: int, size: int, batch_size: int, steps: int, cache: bool = True) -> list[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.launch.job import train
-from tasks.launch.plan import horovod_command
+from tasks.launch.launchers.horovodrun import horovod_command
 from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.remote.discovery import DISCOVERY_SCRIPT_NAME, write_discovery_script
 from tasks.params import Params, ParamsError, TrainParams, load_params

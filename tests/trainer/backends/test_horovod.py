@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from tasks.launch.job_config import write_trainer_config
-from tasks.launch.plan import horovod_command, rank_environment
+from tasks.launch.launchers.horovodrun import horovod_command
+from tasks.launch.plan import rank_environment
 from tasks.launch.supervise.processes import run_streaming
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, quiet_env

@@ -1,0 +1,27 @@
+"""What every way to start a job's processes provides, and the one command every training process runs."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tasks.launch.supervise.processes import Process
+from tasks.params import Params
+
+# the processes of a job: (params, Horovod's controller or None, the job's config file, the environment, the ports
+# of its servers in port_hosts' order or None for a dry run's placeholders)
+ProcessPlan = Callable[[Params, "str | None", Path, dict[str, str], "list[int] | None"], list[Process]]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One way to start a job's processes: their plan (pure: it contacts no host) and the host of every port its
+    servers listen on (picked on those hosts by the job before the plan)."""
+    processes: ProcessPlan
+    port_hosts: Callable[[Params], list[str]] = lambda params: []
+
+
+def trainer_command(config_file: Path) -> list[str]:
+    """One training process reading the job's configuration file."""
+    return [sys.executable, "-m", "trainer", "--config", str(config_file)]

@@ -1,0 +1,57 @@
+"""horovodrun backends: Horovod's ranks started by horovodrun over the configured hosts (Gloo, or MPI where built
+and present), with its stall check; elastic: the hosts come from the discovery script."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tasks.launch.elastic import elastic_arguments, elastic_interface
+from tasks.launch.hostlist import host_slots, rank_hosts
+from tasks.launch.launchers.base import Launcher, trainer_command
+from tasks.launch.remote.discovery import discovery_script
+from tasks.launch.supervise.processes import Process
+from tasks.params import Params
+
+
+def stall_arguments(stall_seconds: int) -> list[str]:
+    """Horovod's stall check: a warning at half the time, shutdown at the full time (off by default in Horovod)."""
+    if stall_seconds <= 0:
+        return ["--no-stall-check"]
+    warning = max(1, stall_seconds // 2)
+    return ["--stall-check-warning-time-seconds", str(warning),
+            "--stall-check-shutdown-time-seconds", str(max(stall_seconds, warning + 1))]
+
+
+def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
+    """horovodrun over the configured hosts, with the stall check and any extra arguments passed through."""
+    train = params.train
+    where = ["-hostfile", train.hostfile] if train.hostfile else \
+        ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
+    interface = train.network_interface
+    if train.elastic:  # Horovod: the hosts come from the discovery script
+        where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
+        interface = elastic_interface(train, host_slots(train))
+    horovodrun = str(Path(sys.executable).with_name("horovodrun"))
+    return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
+            *(["--network-interface", interface] if interface else []),
+            *train.horovodrun_args, *trainer_command(config_file)]
+
+
+def controller_environment(controller: str) -> dict[str, str]:
+    """Open MPI refuses to run as root unless told twice (containers, the test cluster)."""
+    if controller == "mpi" and os.geteuid() == 0:
+        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return {}
+
+
+def processes(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+              ports: list[int] | None) -> list[Process]:
+    """One horovodrun, which starts every rank."""
+    if controller is None:
+        raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
+    return [Process(horovod_command(params, controller, config_file), env | controller_environment(controller),
+                    hosts=rank_hosts(params.train))]
+
+
+LAUNCHER = Launcher(processes)

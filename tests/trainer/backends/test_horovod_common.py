@@ -1,0 +1,38 @@
+"""Horovod's set-up shared by the fit and tape backends: joining the ring, one answer for the resumed epoch, the
+gradient compression (each rank of the session's Horovod trainings is a ring of one)."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import horovod.tensorflow.keras as hvd
+
+from tests.trainer.backends.one_process import FAILED, Trained
+from tests.trainer.configs import trainer_config
+from trainer.backends.horovod_common import compression
+from trainer.protocol import parse_epoch_line, parse_placed, resumed_epochs
+
+
+def test_every_rank_says_first_where_it_runs_in_its_ring(horovod_trainings: dict[str, Trained]) -> None:
+    for trained in horovod_trainings.values():
+        assert parse_placed(trained.lines[0]) == (0, 1, socket.gethostname()), trained.lines[:3]
+
+
+def test_the_ranks_resume_from_the_runs_latest_checkpoint_and_rank_0_says_so(
+        horovod_trainings: dict[str, Trained]) -> None:
+    lines = horovod_trainings["fit"].lines
+    assert resumed_epochs("\n".join(lines)) == [1]
+    assert [found[0] for line in lines if (found := parse_epoch_line(line))] == [2]  # epoch 1 is not trained again
+
+
+def test_a_job_whose_checkpoint_holds_every_epoch_stops_before_training(
+        horovod_trainings: dict[str, Trained]) -> None:
+    lines = horovod_trainings["finished"].lines
+    assert lines[-1] == (f"{FAILED} ValueError nothing to train: the checkpoints already hold 1 epochs and "
+                         "train.epochs is 1")
+    assert not any(parse_epoch_line(line) for line in lines)
+
+
+def test_gradients_are_compressed_to_fp16_only_when_asked(tmp_path: Path) -> None:
+    assert compression(trainer_config(tmp_path, tmp_path, fp16_allreduce=True)) is hvd.Compression.fp16
+    assert compression(trainer_config(tmp_path, tmp_path)) is hvd.Compression.none

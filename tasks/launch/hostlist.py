@@ -1,6 +1,7 @@
 """The hosts of a launch and their slots, from train.hosts ('h1:4,h2:2') or train.hostfile ('host slots=N' lines)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tasks.launch.errors import PreflightError
@@ -18,13 +19,16 @@ def parse_hosts(hosts: str) -> dict[str, int]:
     return slots
 
 
+SLOTS_WORD = re.compile(r"\s*\bslots\s*=\s*")  # 'host slots=N', 'host\tslots = N': as horovodrun reads them
+
+
 def read_hostfile(path: str) -> dict[str, int]:
     """A horovodrun hostfile: 'host slots=N' (or 'host:N') per line."""
     file = Path(path)
     if not file.is_file():
         raise PreflightError(f"hostfile {file} does not exist")
     lines = [line.split("#")[0].strip() for line in file.read_text().splitlines()]
-    entries = [line.replace(" slots=", ":").replace("slots=", ":") for line in lines if line]
+    entries = [SLOTS_WORD.sub(":", line) for line in lines if line]
     return parse_hosts(",".join(entries))
 
 

@@ -26,8 +26,8 @@ def stall_arguments(stall_seconds: int) -> list[str]:
 def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
     """horovodrun over the configured hosts, with the stall check and any extra arguments passed through."""
     train = params.train
-    where = ["-hostfile", train.hostfile] if train.hostfile else \
-        ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
+    # the hosts as preflight read them (horovodrun's own hostfile reader refuses comments and 'host:N' lines)
+    where = ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
     interface = train.network_interface
     if train.elastic:  # Horovod: the hosts come from the discovery script
         where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))

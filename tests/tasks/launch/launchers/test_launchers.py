@@ -1,0 +1,30 @@
+"""The ways to start a job's processes: every backend's launcher has its module, chosen through the registry."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.launch.launchers import LAUNCHERS, launcher_for
+from tasks.launch.launchers.base import trainer_command
+from tasks.params import Params
+from trainer.backends.registry import BACKEND_NAMES, backend_spec
+from trainer.config import TrainParams
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_every_backend_is_started_by_the_launcher_its_spec_names(backend: str) -> None:
+    chosen = launcher_for(Params(train=TrainParams(backend=backend)))
+    assert chosen is LAUNCHERS[backend_spec(backend).launcher]
+
+
+def test_only_servers_have_ports_to_pick() -> None:
+    assert LAUNCHERS["horovodrun"].port_hosts(Params()) == []
+    assert LAUNCHERS["process"].port_hosts(Params(train=TrainParams(backend="mirrored"))) == []
+    assert LAUNCHERS["cluster"].port_hosts(Params(train=TrainParams(backend="multiworker", np=2))) == \
+        ["localhost", "localhost"]
+
+
+def test_every_training_process_runs_the_trainer_on_the_job_file_with_this_python() -> None:
+    assert trainer_command(Path("/jobs/a b/c.json")) == [sys.executable, "-m", "trainer", "--config", "/jobs/a b/c.json"]

@@ -1,15 +1,46 @@
 """--dry-run: prepare and preflight, then the launch plan and every rank's share of the data; nothing trains."""
 from __future__ import annotations
 
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers import PYTHON, make_workspace, run, workspace_env
+import pytest
+
+from tests.helpers import PYTHON, make_workspace, workspace_env
+
+DRY_RUNS = {  # name: the overrides of a dry run
+    "horovod": ["np=9", "batch_size=16"],
+    "hosts down": ["train.hosts=h1.invalid:1,h2.invalid:1", "np=2"],
+    "parameter-server": ["train.backend=parameter-server"],
+}
 
 
-def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(tmp_path: Path) -> None:
-    repo = make_workspace(tmp_path)
-    done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "np=9", "--set", "batch_size=16"], repo,
-               workspace_env(repo), timeout=300)
+@dataclass(frozen=True)
+class DryRun:
+    done: subprocess.CompletedProcess
+    workspace: Path
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, DryRun]:
+    """Each dry run in a workspace of its own, all at once (each is mostly imports and the digits' conversion)."""
+    started = {}
+    for name, overrides in DRY_RUNS.items():
+        workspace = make_workspace(tmp_path_factory.mktemp("dry-run"))
+        command = [PYTHON, "-m", "flows.pipeline", "--dry-run", *(f"--set={value}" for value in overrides)]
+        started[name] = workspace, subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finished = {}
+    for name, (workspace, process) in started.items():
+        stdout, stderr = process.communicate(timeout=300)
+        finished[name] = DryRun(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr),
+                                workspace)
+    return finished
+
+
+def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(dry_runs: dict[str, DryRun]) -> None:
+    done, repo = dry_runs["horovod"].done, dry_runs["horovod"].workspace
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     launch = lines[lines.index("launch:") + 1]
@@ -23,10 +54,9 @@ def test_a_dry_run_prints_the_launch_and_data_plans_and_trains_nothing(tmp_path:
     assert not (repo / "mlruns").exists() and not (repo / "outputs" / "runs").exists()
 
 
-def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(tmp_path: Path) -> None:
+def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(dry_runs: dict[str, DryRun]) -> None:
     """The plan is pure: hosts that neither resolve nor answer still get their plan, marked as not checked."""
-    done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.hosts=h1.invalid:1,h2.invalid:1",
-                "--set", "np=2"], make_workspace(tmp_path), workspace_env(tmp_path), timeout=300)
+    done = dry_runs["hosts down"].done
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     steps = next(line for line in lines if line.startswith("steps: "))
@@ -36,9 +66,8 @@ def test_a_dry_run_with_hosts_that_are_down_contacts_none_and_says_so(tmp_path: 
     assert "hosts not checked (a dry run contacts no host): h1.invalid, h2.invalid" in lines
 
 
-def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(tmp_path: Path) -> None:
-    done = run([PYTHON, "-m", "flows.pipeline", "--dry-run", "--set", "train.backend=parameter-server"],
-               make_workspace(tmp_path), workspace_env(tmp_path), timeout=300)
+def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(dry_runs: dict[str, DryRun]) -> None:
+    done = dry_runs["parameter-server"].done
     assert done.returncode == 0, done.stderr[-2000:]
     launch = done.stdout.split("launch:\n", 1)[1].split("data:\n", 1)[0].splitlines()
     assert [line.split(":", 1)[0] for line in launch] == ["worker0 on localhost", "worker1 on localhost",

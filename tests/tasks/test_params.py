@@ -1,6 +1,7 @@
 """Parameters: params.yaml defaults, overrides, and one clear line for each bad value."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,23 @@ def test_assignment_without_equals_is_refused() -> None:
         parse_assignments(["epochs"])
 
 
+@pytest.fixture(scope="module")
+def pipelines_given_bad_values() -> dict[str, subprocess.CompletedProcess]:
+    """`python -m flows.pipeline --set <bad value>` for each bad value, all at once (each is mostly imports)."""
+    started = {override: subprocess.Popen([PYTHON, "-m", "flows.pipeline", "--set", override], cwd=ROOT,
+                                          env=quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for override, _ in BAD_VALUES}
+    finished = {}
+    for override, process in started.items():
+        stdout, stderr = process.communicate(timeout=180)
+        finished[override] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return finished
+
+
 @pytest.mark.parametrize(("override", "message"), BAD_VALUES)
-def test_bad_value_stops_the_pipeline_with_one_line(override: str, message: str) -> None:
-    done = run([PYTHON, "-m", "flows.pipeline", "--set", override], ROOT, quiet_env(), timeout=120)
+def test_bad_value_stops_the_pipeline_with_one_line(override: str, message: str,
+                                                    pipelines_given_bad_values: dict) -> None:
+    done = pipelines_given_bad_values[override]
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), done.stderr

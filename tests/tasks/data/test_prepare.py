@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tasks.data.array_sources import load_digits
-from tasks.data.prepare import carve_splits
+from tasks.data.prepare import carve_splits, prepare
 from tasks.data.validate import validate
 from tasks.params import DataParams
 from tests.helpers import read_split
@@ -32,3 +32,11 @@ def test_manifest_describes_the_data(digits_data: Path) -> None:
     assert all(len(manifest["splits"][s]["shards"]) == 8 for s in SPLITS)
     assert validate(digits_data)["splits"]["train"]["records"] == manifest["splits"]["train"]["count"]
 
+
+def test_prepare_again_with_same_source_and_params_is_skipped(tmp_path: Path) -> None:
+    out = tmp_path / "prepared"
+    assert prepare(DataParams(), out, progress=False).skipped is False
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert prepare(DataParams(workers=1), out, progress=False).skipped is True  # workers do not change data
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
+    assert prepare(DataParams(min_shards=4), out, progress=False).skipped is False

@@ -1,15 +1,10 @@
-"""Evaluation scores (top-5 only with more than 10 classes, per-class precision/recall) and the report charts."""
+"""Evaluation scores (top-5 only with more than 10 classes, per-class precision/recall)."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tasks.outputs.charts import confusion_matrix_png, training_curves_png
 from tasks.outputs.evaluate import score
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def one_hot_guesses(predicted: list[int], classes: int, second: list[int] | None = None) -> np.ndarray:
@@ -45,12 +40,3 @@ def test_more_than_ten_classes_add_top5_accuracy() -> None:
     # top 5: the two guesses, then the lowest class indices: label 0 and 2 are in, 11 is out
     assert evaluation.metrics["test_top5_accuracy"] == pytest.approx(3 / 4)
     assert evaluation.per_class["class 11"] == {"precision": 0.0, "recall": 0.0, "support": 1}
-
-
-def test_charts_are_png_files(tmp_path: Path) -> None:
-    matrix = np.array([[5, 1], [0, 4]])
-    confusion = confusion_matrix_png(matrix, ["cat", "dog"], tmp_path / "confusion.png")
-    curves = training_curves_png({"loss": [1.0, 0.5], "val_loss": [1.1, 0.7], "accuracy": [0.5, 0.8],
-                                  "val_accuracy": [0.4, 0.7]}, tmp_path / "curves.png")
-    for path in (confusion, curves):
-        assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 5000

@@ -1,0 +1,57 @@
+"""ringflow's MLflow store: its URI, runs with params and tags, newest first, metrics in one batch, artifacts, and a
+run marked FAILED when the block working on it raises."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.tracking import mlflow_store
+
+
+@pytest.fixture
+def experiment(shared_store: str, tmp_path: Path) -> str:
+    name = f"store-{tmp_path.name}"
+    mlflow_store.client().create_experiment(name, artifact_location=(tmp_path / "artifacts").as_uri())
+    return name
+
+
+def test_the_store_is_the_workspace_s_sqlite_unless_the_environment_names_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert mlflow_store.tracking_uri(tmp_path) == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
+    assert mlflow_store.tracking_uri(tmp_path) == "http://tracking.example:5000"
+
+
+def test_a_run_holds_its_params_as_text_and_its_tags_and_comes_first_among_the_newest(experiment: str) -> None:
+    first = mlflow_store.start_run(experiment, {"np": 2}, {"kind": "a"})
+    second = mlflow_store.start_run(experiment, {"np": 4, "model": "small_cnn"}, {"kind": "b"})
+    run = mlflow_store.client().get_run(second)
+    assert run.data.params == {"np": "4", "model": "small_cnn"} and run.data.tags["kind"] == "b"
+    newest = mlflow_store.newest_runs(experiment, max_results=5)
+    assert [found.info.run_id for found in newest] == [second, first]
+    assert [found.info.run_id for found in mlflow_store.newest_runs(experiment, "params.np = '2'")] == [first]
+    assert mlflow_store.newest_runs("no-such-experiment") == []
+
+
+def test_metrics_artifacts_tags_and_the_end_of_a_run(experiment: str, tmp_path: Path) -> None:
+    run_id = mlflow_store.start_run(experiment, {}, {})
+    mlflow_store.log_metrics(run_id, {"loss": 0.5, "accuracy": 0.9}, step=3)
+    (tmp_path / "report.txt").write_text("fine\n")
+    mlflow_store.log_artifacts(run_id, tmp_path / "report.txt", "reports")
+    mlflow_store.set_tags(run_id, {"gate": None, "n": 1})
+    mlflow_store.end_run(run_id, ok=True)
+    run = mlflow_store.client().get_run(run_id)
+    assert run.data.metrics == {"loss": 0.5, "accuracy": 0.9} and run.info.status == "FINISHED"
+    assert (run.data.tags["gate"], run.data.tags["n"]) == ("", "1")
+    assert (mlflow_store.artifact_dir(run_id) / "reports" / "report.txt").read_text() == "fine\n"
+    mlflow_store.reopen_run(run_id)
+    assert mlflow_store.client().get_run(run_id).info.status == "RUNNING"
+
+
+def test_a_block_that_raises_marks_its_run_failed_and_the_error_goes_on(experiment: str) -> None:
+    run_id = mlflow_store.start_run(experiment, {}, {})
+    with pytest.raises(KeyboardInterrupt), mlflow_store.failing_marks_run(run_id):
+        raise KeyboardInterrupt  # Ctrl-C too
+    assert mlflow_store.client().get_run(run_id).info.status == "FAILED"

@@ -1,13 +1,9 @@
 """The ways to start a job's processes: every backend's launcher has its module, chosen through the registry."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from tasks.launch.launchers import LAUNCHERS, launcher_for
-from tasks.launch.launchers.base import trainer_command
 from tasks.params import Params
 from trainer.backends.registry import BACKEND_NAMES, backend_spec
 from trainer.config import TrainParams
@@ -24,7 +20,3 @@ def test_only_servers_have_ports_to_pick() -> None:
     assert LAUNCHERS["process"].port_hosts(Params(train=TrainParams(backend="mirrored"))) == []
     assert LAUNCHERS["cluster"].port_hosts(Params(train=TrainParams(backend="multiworker", np=2))) == \
         ["localhost", "localhost"]
-
-
-def test_every_training_process_runs_the_trainer_on_the_job_file_with_this_python() -> None:
-    assert trainer_command(Path("/jobs/a b/c.json")) == [sys.executable, "-m", "trainer", "--config", "/jobs/a b/c.json"]

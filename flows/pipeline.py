@@ -17,14 +17,17 @@ from typing import Any, Literal, Optional
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import INPUTS
+from prefect.runtime import deployment as running_deployment
 from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
 from flows.cli import shorten_bad_input_logs
 from tasks import steps
+from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.validate import data_signature, validate
 from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, load_params
+from tasks.passthrough import check_deployment_overrides
 from tasks.tracking import run_log
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.dvc_record import check_versionable
@@ -80,9 +83,10 @@ def log_line(line: str) -> None:
 
 @task(name="preflight")
 def preflight_task(params: Params) -> LaunchCheck:
-    """The one preflight of the run, before any MLflow run exists; logs the per-rank data plan."""
+    """The one preflight of the run, before any MLflow run exists; logs the ports the job will open and the
+    per-rank data plan."""
     check = steps.preflight_step(params)
-    for line in steps.data_plan_step(params, check):
+    for line in steps.preflight_lines(params, check):
         get_run_logger().info(line)
     return check
 
@@ -167,24 +171,33 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
                       force: bool = False) -> dict[str, Any]:
     """Run every step once (params.yaml + the given values); with skip_unchanged, skip training when data,
     code and params are those of the last successful run, unless force."""
-    from prefect.artifacts import create_markdown_artifact
     params = load_params(flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size,
                                          "learning_rate": learning_rate, "backend": backend, "model": model},
                                         overrides))
+    check_deployment_overrides(overrides, running_deployment.name)
     check_versionable(params)
     prepare_data(params)
+    with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # until it has registered
+        return checked_run(params, skip_unchanged and not force, holder)
+
+
+def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dict[str, Any]:
+    """From preflight on, with the prepared data held: skip when nothing changed (if asked), else the run's steps
+    and its publishing."""
+    from prefect.artifacts import create_markdown_artifact
     check = preflight_task(params)
     version = version_task()
     state = run_state(params, version)
     changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
-    previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged and not force \
-        else None
+    previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
         create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    result = train_and_register(params, open_run_task(params, check, version, state), check)
+    run_id = open_run_task(params, check, version, state)
+    holder.rename(f"MLflow run {run_id}")
+    result = train_and_register(params, run_id, check)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
                                                   run_log.run_link(params, result["run_id"])),
                              key="run-summary", description=f"MLflow run {result['run_id']}")

@@ -25,11 +25,25 @@ die() { echo "testcluster: $*" >&2; exit 1; }
 
 hosts_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" | sed "s/^$PREFIX/h/" | sort -V || true; }
 
-remove_marked() {  # remove the lines between our markers from a file, in place (/etc/hosts may be a mount)
+replace_file() {  # $1: file, $2: its new content in a temporary file beside it; renamed into place, or copied
+  # over it where the file is a mount point (/etc/hosts in a container), never truncated before the copy is whole
+  chmod --reference="$1" "$2" 2>/dev/null || true
+  mv -f "$2" "$1" 2>/dev/null || { cat "$2" > "$1" && rm -f "$2"; }
+}
+
+remove_marked() {  # remove the lines between our markers from a file
   [ -f "$1" ] || return 0
-  local kept
-  kept="$(sed "/^$MARK begin/,/^$MARK end/d" "$1")"
-  printf '%s\n' "$kept" > "$1"
+  local new="$1.ringflow-testcluster.$$"
+  sed "/^$MARK begin/,/^$MARK end/d" "$1" > "$new"
+  replace_file "$1" "$new"
+}
+
+append_block() {  # $1: file; appends standard input as a block between our markers, on lines of its own
+  local new="$1.ringflow-testcluster.$$"
+  { if [ -s "$1" ]; then cat "$1"; [ -z "$(tail -c 1 "$1")" ] || echo; fi  # end the file's last line first
+    echo "$MARK begin"; cat; echo "$MARK end"; } > "$new"
+  [ -e "$1" ] || : > "$1"
+  replace_file "$1" "$new"
 }
 
 make_bridge() {
@@ -86,21 +100,15 @@ EOF
 }
 
 write_client_config() {
-  {
-    echo "$MARK begin"
-    cat "$STATE/hosts"
-    echo "$MARK end"
-  } >> /etc/hosts
+  append_block /etc/hosts < "$STATE/hosts"
   mkdir -p "$(dirname "$SSH_CONFIG")" && chmod 700 "$(dirname "$SSH_CONFIG")"
-  {
-    echo "$MARK begin"
-    echo "Host $(awk '{print $2}' "$STATE/hosts" | tr '\n' ' ')"
-    echo "  IdentityFile $STATE/client_key"
-    echo "  StrictHostKeyChecking no"
-    echo "  UserKnownHostsFile /dev/null"
-    echo "  LogLevel ERROR"
-    echo "$MARK end"
-  } >> "$SSH_CONFIG"
+  append_block "$SSH_CONFIG" <<EOF
+Host $(awk '{print $2}' "$STATE/hosts" | tr '\n' ' ')
+  IdentityFile $STATE/client_key
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+EOF
 }
 
 wait_for_ssh() {  # $1: host name
@@ -123,12 +131,14 @@ up() {  # [N] [--private], in either order
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
   [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
   [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
+  trap 'code=$?; [ "$code" = 0 ] || { echo "testcluster: up failed; undoing what it made" >&2; down; }' EXIT
   mkdir -p "$STATE" /run/sshd && : > "$STATE/hosts"
   ssh-keygen -q -t ed25519 -N "" -f "$STATE/client_key" <<<y >/dev/null
   make_bridge
   for index in $(seq "$count"); do make_host "$index" "$private"; done
   write_client_config
   for index in $(seq "$count"); do wait_for_ssh "h$index"; done
+  trap - EXIT
   hosts_up | tr '\n' ' ' && echo
 }
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tasks import steps
+from tasks.data.data_lock import prepared_data_lock
 from tasks.errors import report
 from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
@@ -64,7 +65,8 @@ def run_step(step: str, args: argparse.Namespace) -> None:
     elif step == "version":
         print(f"data version: {steps.version_step().data_hash}")
     elif step in RUN_STEP_NAMES:
-        print(stage(step, params))
+        with prepared_data_lock(False, f"the {step} stage"):  # no prepare or restore while it reads the data
+            print(stage(step, params))
     elif step == "restore":
         data_hash, target = steps.restore_step(args.run_id, args.data_hash)
         print(f"restored data version {data_hash} into {target}")

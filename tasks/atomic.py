@@ -10,17 +10,22 @@ from pathlib import Path
 from typing import Iterator
 
 
+def _umask() -> int:
+    """This process's umask (reading it means setting it: put back at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces `target` only if the block completes."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary directory
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
     try:
         yield tmp
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))  # a name of its own
         if target.exists():
             os.rename(target, old)
         os.rename(tmp, target)
@@ -29,12 +34,23 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file via a temporary sibling and rename."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file via a temporary sibling of a name of its own, and rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    descriptor, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file via a temporary sibling and rename."""
+    write_bytes_atomic(path, text.encode())
 
 
 def lock_held(lock_file: Path) -> bool:

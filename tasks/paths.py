@@ -25,6 +25,11 @@ class Workspace:
         return self.root / "params.yaml"
 
     @property
+    def dvc_lock_file(self) -> Path:
+        """What DVC recorded of the stages' outputs (a run record: written by publish and `dvc repro`)."""
+        return self.root / "dvc.lock"
+
+    @property
     def prepared_dir(self) -> Path:
         return self.root / "data" / "prepared"
 
@@ -50,6 +55,7 @@ def workspace_from_environment() -> Workspace:
 
 WORKSPACE = workspace_from_environment()
 PARAMS_FILE = WORKSPACE.params_file
+DVC_LOCK_FILE = WORKSPACE.dvc_lock_file
 PREPARED_DIR = WORKSPACE.prepared_dir
 OUTPUTS_DIR = WORKSPACE.outputs_dir
 MODEL_DIR = OUTPUTS_DIR / "model"

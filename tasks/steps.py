@@ -15,17 +15,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tasks.atomic import file_lock, write_text_atomic
-from tasks.data.prepare import left_out_line, prepare
+from tasks.data.data_lock import prepared_data_lock
+from tasks.data.prepare import fingerprint, left_out_line, prepare, up_to_date
 from tasks.data.validate import save_report, validate
 from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key
-from tasks.launch.plan import data_plan_lines, describe_launch
+from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
 from tasks.launch.preflight import LaunchCheck, check_launch, dry_run_check, unchecked_hosts
-from tasks.outputs.evaluate import evaluate, split_hash
+from tasks.outputs.evaluate import check_trained_on, evaluate, split_hash
 from tasks.outputs.export import export, sample_test_images
 from tasks.outputs.publish import exclusive, published
 from tasks.params import Params
-from tasks.paths import LOCKS_DIR, OUTPUTS_DIR, PREPARED_DIR
+from tasks.paths import OUTPUTS_DIR, PREPARED_DIR
 from tasks.tracking import mlflow_store, model_registry, run_log
 from tasks.tracking.model_registry import GateDecision
 from tasks.tracking.resume import resumable_run
@@ -72,14 +73,24 @@ def prepare_step(params: Params, on_line: OnLine = print, convert: Callable[[Par
                  check: Callable[[Path], Report] = validate) -> Report:
     """Convert (unless up to date) and validate the data; the report is saved beside it and returned.
 
-    One process at a time prepares this checkout's data. A caller may wrap the two halves (the flow runs them as
-    Prefect tasks, validation cached by the data's signature).
+    Data already up to date is taken under the shared lock (runs that read it go on); converting takes the lock
+    exclusively, after the runs that use the data (prepared_data_lock says which). A caller may wrap the two halves
+    (the flow runs them as Prefect tasks, validation cached by the data's signature).
     """
-    with file_lock(LOCKS_DIR / "prepare.lock"):
-        skipped = convert(params) if convert else convert_step(params, on_line)
-        report = check(PREPARED_DIR)
-        save_report(report, PREPARED_DIR)
-    return report | {"skipped": skipped}
+    exclusive = False  # first as a reader: after another prepare's conversion, the data may be current
+    while True:
+        with prepared_data_lock(exclusive, "prepare", on_line):
+            if exclusive or data_current(params):
+                skipped = convert(params) if convert else convert_step(params, on_line)
+                report = check(PREPARED_DIR)
+                save_report(report, PREPARED_DIR)
+                return report | {"skipped": skipped}
+        exclusive = True  # not current: convert, alone
+
+
+def data_current(params: Params) -> bool:
+    """Whether the prepared data is up to date with the data params (nothing to convert)."""
+    return up_to_date(PREPARED_DIR, fingerprint(params.data)) is not None
 
 
 def preflight_step(params: Params) -> LaunchCheck:
@@ -102,6 +113,11 @@ def data_plan_step(params: Params, check: LaunchCheck) -> list[str]:
     return data_plan_lines(params, read_manifest(PREPARED_DIR), check.gpus_per_host)
 
 
+def preflight_lines(params: Params, check: LaunchCheck) -> list[str]:
+    """What the preflight found, in words: the ports the job will open, then each rank's share of the data."""
+    return [*listening_lines(params, check.controller), *data_plan_step(params, check)]
+
+
 def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
     """Prepare and check what needs no other host, then the steps, the launch plan (each process's host and
     command) and the per-rank data plan, without contacting a host, opening a run or training."""
@@ -111,7 +127,7 @@ def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
     not_checked = unchecked_hosts(params)
     hosts = [f"hosts not checked (a dry run contacts no host): {', '.join(not_checked)}"] if not_checked else []
     return ["steps: " + " -> ".join(PIPELINE_STEPS), "launch:", *describe_launch(params, check.controller, config_file),
-            *hosts, "data:", *data_plan_step(params, check)]
+            *listening_lines(params, check.controller), *hosts, "data:", *data_plan_step(params, check)]
 
 
 def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion | None = None,
@@ -145,6 +161,7 @@ def evaluate_step(run_id: str) -> dict[str, float]:
     workspace (metrics.json, evaluation/)."""
     workspace = RunWorkspace(run_id)
     with mlflow_store.failing_marks_run(run_id):
+        check_trained_on(workspace.model_dir, PREPARED_DIR)
         evaluation = evaluate(workspace.model_dir, PREPARED_DIR)
         run_log.log_evaluation(run_id, evaluation, workspace.training_history(), workspace.evaluation_dir)
         write_text_atomic(workspace.metrics_file, json.dumps(evaluation.metrics, indent=2))
@@ -218,7 +235,8 @@ def restore_step(run_id: str | None, data_hash: str | None) -> tuple[str, Path]:
         data_hash = mlflow_store.client().get_run(run_id).data.params["data_hash"]
     if not data_hash:
         raise ParamsError("restore needs --run-id or --data-hash")
-    return data_hash, dvc.restore_data(data_hash)
+    with prepared_data_lock(True, f"restore of data version {data_hash}"):  # after the runs that read the data
+        return data_hash, dvc.restore_data(data_hash)
 
 
 def compare_step(params: Params, count: int, csv_path: Path) -> str:

@@ -7,6 +7,7 @@ writes all of it to one JSON file that every process of the job reads.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -75,6 +76,9 @@ class ElasticParams(Section):
         return self
 
 
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}")  # Linux's: at most 15 bytes, no / or space
+
+
 class TrainParams(Section):
     """How the model is trained and distributed."""
     backend: Backend = "horovod"
@@ -120,6 +124,14 @@ class TrainParams(Section):
                              f"max_np {self.elastic.max_np}")
         return self
 
+    @field_validator("network_interface")
+    @classmethod
+    def _interface_name(cls, value: str | None) -> str | None:
+        """A Linux interface name and nothing else: it reaches mpirun's shell command line."""
+        if value is not None and not INTERFACE_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a network interface name (letters, digits and _ . : @ -, at most 15)")
+        return value
+
     @field_validator("scaling_np")
     @classmethod
     def _positive_counts(cls, value: list[int]) -> list[int]:
@@ -135,6 +147,7 @@ class JobSpec(Section):
     checkpoint_dir: Path  # every process restores from here; the lead saves here
     checkpoint_owner: str  # the config and code version the checkpoints belong to; others are refused
     augment: bool  # input.augment resolved against the data
+    data_fingerprint: str  # the manifest's fingerprint of the data trained on (evaluation checks it is the same)
 
 
 class TrainerConfig(BaseModel):

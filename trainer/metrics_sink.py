@@ -3,21 +3,32 @@ as each epoch ends, so the epochs a run checkpointed are logged even when the la
 it: as output lines (`ringflow_metrics {...}`) that the launcher logs, so such a host never needs to reach MLflow."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Callable
 
-from trainer.protocol import metrics_line
+from trainer.protocol import RANK_SECRETS_ENV, metrics_line
 
 
 def print_epoch_metrics(epoch: int, metrics: dict[str, float]) -> None:
     print(metrics_line(epoch, metrics), flush=True)
 
 
+def load_tracking_settings() -> None:
+    """The tracking URI and MLFLOW_* settings from the launcher's file (never on a command line: the URI can hold a
+    password) into this process's environment, where MLflow reads them."""
+    secrets_file = os.environ.get(RANK_SECRETS_ENV)
+    if secrets_file:
+        with open(secrets_file) as handle:
+            os.environ.update(json.load(handle))
+
+
 def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
     """Each epoch's metrics into the MLflow run `run_id` (the store in MLFLOW_TRACKING_URI)."""
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
+    load_tracking_settings()
     client = MlflowClient()
 
     def log_epoch(epoch: int, metrics: dict[str, float]) -> None:

@@ -10,6 +10,7 @@ import re
 HEARTBEAT_LINE = "ringflow_heartbeat"  # a sign of life, every few seconds
 HEARTBEAT_END_LINE = "ringflow_heartbeat_end"  # the process is ending of its own accord: no more beats to expect
 HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0: no heartbeat
+RANK_SECRETS_ENV = "RINGFLOW_RANK_SECRETS"  # a file (mode 0600) of what rank 0's MLflow client needs, if it logs
 METRICS_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
 
 _PLACED = re.compile(r"rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+)$")

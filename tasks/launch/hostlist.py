@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from tasks.launch.errors import PreflightError
+from tasks.paths import resolve_path
 from trainer.config import TrainParams
 
 
@@ -23,8 +23,9 @@ SLOTS_WORD = re.compile(r"\s*\bslots\s*=\s*")  # 'host slots=N', 'host\tslots = 
 
 
 def read_hostfile(path: str) -> dict[str, int]:
-    """A horovodrun hostfile: 'host slots=N' (or 'host:N') per line."""
-    file = Path(path)
+    """A horovodrun hostfile: 'host slots=N' (or 'host:N') per line; a relative path is the workspace's (where
+    params.yaml is), whatever the caller's directory. Read once here: horovodrun gets the hosts as `-H`."""
+    file = resolve_path(path)
     if not file.is_file():
         raise PreflightError(f"hostfile {file} does not exist")
     lines = [line.split("#")[0].strip() for line in file.read_text().splitlines()]

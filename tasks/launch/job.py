@@ -2,26 +2,31 @@
 processes and wait, bring rank 0's results back; rank 0 logs to MLflow."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import shlex
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
+from tasks.launch.environment import rank_environment, redact, tracking_environment, write_rank_secrets
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.output.metrics_relay import relay_metrics
-from tasks.launch.plan import launch_plan, port_hosts, rank_environment
+from tasks.launch.plan import launch_plan, port_hosts
 from tasks.launch.preflight import LaunchCheck, check_launch
-from tasks.launch.remote.cleanup import stop_remote_processes
+from tasks.launch.remote.cleanup import stop_job_processes
 from tasks.launch.remote.discovery import prepare_discovery
 from tasks.launch.remote.ports import pick_ports
+from tasks.launch.remote.shared_fs import fresh_token
 from tasks.launch.remote.shipping import Shipment, bring_back, ship_inputs
 from tasks.launch.supervise.processes import JobLimits, Process, run_processes
 from tasks.params import Params
-from tasks.paths import ROOT
+from tasks.paths import OUTPUTS_DIR, ROOT
 from trainer.config import JobSpec
 from trainer.model_io import read_train_summary
+from trainer.protocol import parse_placed
 
 PORT_ATTEMPTS = 3  # launches of a job whose server found its port taken at the start
 
@@ -55,15 +60,34 @@ def run_job(processes: list[Process], params: Params, job: JobSpec, config_file:
             on_line: Callable[[str], None]) -> None:
     """Ship what hosts without the shared filesystem need, run the processes, then, however the job ended, stop
     every rank on every host and bring rank 0's results back."""
-    to_ship = shipment(check, processes)
+    with fresh_token(OUTPUTS_DIR) as guard:  # a host that sees it shares this machine's files: nothing removed
+        run_shipped_job(processes, params, job, config_file, replace(shipment(check, processes), guard=guard),
+                        on_line)
+
+
+def run_shipped_job(processes: list[Process], params: Params, job: JobSpec, config_file: Path, to_ship: Shipment,
+                    on_line: Callable[[str], None]) -> None:
+    """run_job's work, with what the hosts without the shared filesystem get."""
+    ran_on = [host for process in processes for host in process.hosts]  # and where ranks said they are (elastic)
+
+    def noting_hosts(line: str) -> None:
+        if placed := parse_placed(line.split(":", 1)[-1]):  # after horovodrun's `[rank]<stdout>:` tag
+            ran_on.append(placed[2])
+        on_line(line)
     failed = True
     try:
         ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
-        run_processes(processes, ROOT, on_line, job_limits(params))
+        run_processes(processes, ROOT, noting_hosts, job_limits(params))
         failed = False
     finally:
-        stop_remote_processes([host for process in processes for host in process.hosts], str(config_file))
+        stop_job_processes(ran_on, str(config_file))
         bring_back(to_ship, job.out_dir, job.checkpoint_dir, on_line, failed)
+
+
+def rank_secrets(config_file: Path, run_id: str | None) -> Path | None:
+    """The file of what rank 0's MLflow client needs, beside the job's configuration, when it logs to the run
+    itself (None: it prints its metrics for the launcher and needs no tracking settings)."""
+    return write_rank_secrets(config_file.parent, tracking_environment(os.environ)) if run_id else None
 
 
 def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
@@ -71,18 +95,24 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
     """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
     start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
     direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        ports = pick_ports(port_hosts(params))  # on the host that listens on each
-        processes = launch_plan(params, check.controller, config_file, rank_environment(direct_run_id), ports)
-        for process in processes:
-            on_line("launching: " + " ".join(process.command))
-        try:
-            run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
-            return
-        except RankFailed as failure:
-            if not failure.port_taken or attempt == PORT_ATTEMPTS:
-                raise
-            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+    secrets_file = rank_secrets(config_file, direct_run_id)
+    try:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            ports = pick_ports(port_hosts(params))  # on the host that listens on each
+            processes = launch_plan(params, check.controller, config_file,
+                                    rank_environment(direct_run_id, secrets_file), ports)
+            for process in processes:
+                on_line("launching: " + redact(shlex.join(process.command)))
+            try:
+                run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
+                return
+            except RankFailed as failure:
+                if not failure.port_taken or attempt == PORT_ATTEMPTS:
+                    raise
+                on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+    finally:
+        if secrets_file:
+            secrets_file.unlink(missing_ok=True)
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,

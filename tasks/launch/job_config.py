@@ -55,7 +55,8 @@ def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path
     """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation."""
     manifest = read_manifest(data_dir)
     return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
-                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest))
+                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
+                   data_fingerprint=manifest["fingerprint"])
 
 
 def write_trainer_config(params: Params, job: JobSpec) -> Path:

@@ -5,32 +5,17 @@ configuration file.
 """
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
+from tasks.launch.environment import redact
 from tasks.launch.launchers import launcher_for
 from tasks.launch.supervise.processes import Process
 from tasks.launch.supervise.watch import JobLimits
 from tasks.params import Params
-from tasks.paths import ROOT
-from tasks.tracking.mlflow_store import tracking_uri
 from trainer.backends.registry import backend_spec
 from trainer.protocol import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan
-
-
-def rank_environment(run_id: str | None = None) -> dict[str, str]:
-    """The environment each process inherits: this checkout on the path, unbuffered output, and the MLflow store
-    and run when rank 0 shares this machine's filesystem (None: rank 0 prints its metrics for the launcher)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               MLFLOW_TRACKING_URI=tracking_uri())
-    if run_id:
-        env["MLFLOW_RUN_ID"] = run_id
-    else:
-        env.pop("MLFLOW_RUN_ID", None)
-    return env
 
 
 def port_hosts(params: Params) -> list[str]:
@@ -45,6 +30,12 @@ def launch_plan(params: Params, controller: str | None, config_file: Path, env: 
     tf.distribute backends; ports: of the servers, in port_hosts' order; None: placeholders)."""
     env = env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
     return launcher_for(params).processes(params, controller, config_file, env, ports)
+
+
+def listening_lines(params: Params, controller: str | None) -> list[str]:
+    """What the job's processes will listen on, and where (each for the job's length), one `listens:` line each."""
+    opened = launcher_for(params).listens(params, controller)
+    return [f"listens: {what}, for the job" for what in opened] or ["listens: nothing (no process opens a port)"]
 
 
 def training_data_plan(params: Params, manifest: dict, gpus_per_host: int) -> TrainingPlan:
@@ -73,5 +64,5 @@ def describe_launch(params: Params, controller: str | None, config_file: Path) -
     for process in processes:
         where = ", ".join(f"rank {rank} on {host}" for rank, host in enumerate(process.hosts)) \
             if process.label is None else f"{process.label} on {process.hosts[0]}"
-        lines.append(f"{where}: {shlex.join(process.command)}")
+        lines.append(f"{where}: {redact(shlex.join(process.command))}")
     return lines

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tasks.paths import PREPARED_DIR
+from trainer.config import CONFIG_FILE_NAME, read_config
 
 TOP_K = 5
 
@@ -72,6 +73,22 @@ def evaluate(model_dir: Path, data_dir: Path = PREPARED_DIR, batch_size: int = 2
     from trainer.prepared_data import read_manifest
     probabilities, labels = predict_split(model_dir, data_dir, "test", batch_size)
     return score(probabilities, labels, [str(name) for name in read_manifest(data_dir)["classes"]])
+
+
+class TrainedOnOtherData(RuntimeError):
+    """The prepared data is not the data the model was trained on."""
+    bad_input = True  # evaluating again changes nothing until the data is put back
+
+
+def check_trained_on(model_dir: Path, data_dir: Path) -> None:
+    """Refuse to evaluate a model on data other than it was trained on (restored or re-prepared since)."""
+    from trainer.prepared_data import read_manifest
+    trained_on = read_config(model_dir / CONFIG_FILE_NAME).job.data_fingerprint
+    now = read_manifest(data_dir)["fingerprint"]
+    if trained_on != now:
+        raise TrainedOnOtherData(f"the prepared data changed since the model was trained (fingerprint {now[:12]}, "
+                                 f"trained on {trained_on[:12]}): put that data back (python -m tasks restore "
+                                 f"--run-id RUN) or train again")
 
 
 def split_hash(manifest: dict[str, Any], split: str = "test") -> str:

@@ -8,11 +8,21 @@ import json
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Iterator
 
-from tasks.atomic import file_lock, write_text_atomic
-from tasks.paths import EVALUATION_DIR, GATE_FILE, LOCKS_DIR, METRICS_FILE, MODEL_DIR, OUTPUTS_DIR, SAVEDMODEL_DIR
+from tasks.atomic import file_lock, write_bytes_atomic, write_text_atomic
+from tasks.paths import (
+    DVC_LOCK_FILE,
+    EVALUATION_DIR,
+    GATE_FILE,
+    LOCKS_DIR,
+    METRICS_FILE,
+    MODEL_DIR,
+    OUTPUTS_DIR,
+    SAVEDMODEL_DIR,
+)
 from tasks.workspace import RunWorkspace
 
 PUBLISHED_FILE = OUTPUTS_DIR / "published.json"
@@ -40,9 +50,14 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _sibling(target: Path, role: str) -> Path:
+    """A hidden sibling of `target` for one publish: a name no other publish, live or killed, has used."""
+    return target.with_name(f".{target.name}.{role}-{uuid.uuid4().hex[:12]}")
+
+
 def _swap_in(staged: Path, target: Path, swapped: list[tuple[Path, Path | None]]) -> None:
     """Put `staged` at `target`, keeping what was there as a hidden sibling to restore or delete later."""
-    previous = target.with_name(f".{target.name}.previous-{os.getpid()}") if target.exists() else None
+    previous = _sibling(target, "previous") if target.exists() else None
     if previous is not None:
         os.rename(target, previous)
     os.rename(staged, target)
@@ -57,16 +72,34 @@ def _record(workspace: RunWorkspace, names: list[str], published_file: Path) -> 
     write_text_atomic(published_file, json.dumps(record, indent=2, sort_keys=True))
 
 
+def _restore(files: dict[Path, bytes | None]) -> None:
+    """Each file as it was: its old bytes back, or gone when there was none."""
+    for path, before in files.items():
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_bytes_atomic(path, before)
+
+
+def _put_back(swapped: list[tuple[Path, Path | None]]) -> None:
+    """The items that were published before this publish, back at their paths."""
+    for target, previous in reversed(swapped):
+        _remove(target)
+        if previous is not None:
+            os.rename(previous, target)
+
+
 @contextlib.contextmanager
 def published(workspace: RunWorkspace, names: list[str], targets: dict[str, Path] = TARGETS,
-              published_file: Path = PUBLISHED_FILE) -> Iterator[None]:
-    """Swap the run's items into their fixed paths for the block; if the block raises, the previous ones come back.
+              published_file: Path = PUBLISHED_FILE, records: tuple[Path, ...] = (DVC_LOCK_FILE,)) -> Iterator[None]:
+    """Swap the run's items into their fixed paths for the block; if the block raises, everything comes back as it
+    was: the previous items, published.json (gone if there was none) and the `records` the block writes (dvc.lock).
 
     Call it inside `exclusive()`: other runs then see the old set or the new one, never a mix.
     """
-    staged = {name: targets[name].with_name(f".{targets[name].name}.new-{os.getpid()}") for name in names}
+    staged = {name: _sibling(targets[name], "new") for name in names}
     swapped: list[tuple[Path, Path | None]] = []
-    record_before = published_file.read_text() if published_file.is_file() else None
+    before = {path: path.read_bytes() if path.is_file() else None for path in (published_file, *records)}
     try:
         for name in names:
             targets[name].parent.mkdir(parents=True, exist_ok=True)
@@ -76,12 +109,8 @@ def published(workspace: RunWorkspace, names: list[str], targets: dict[str, Path
         _record(workspace, names, published_file)
         yield
     except BaseException:
-        for target, previous in reversed(swapped):
-            _remove(target)
-            if previous is not None:
-                os.rename(previous, target)
-        if record_before is not None:
-            write_text_atomic(published_file, record_before)
+        _put_back(swapped)
+        _restore(before)
         raise
     else:
         for _, previous in swapped:

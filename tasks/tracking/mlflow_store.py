@@ -8,6 +8,10 @@ from typing import Any, Iterator
 
 from tasks.paths import MLRUNS_DIR
 
+# MLflow prints a run's page as `<tracking URI>/#/...` when a run ends on a tracking server: with the URI's
+# `user:password@` in it. ringflow says its runs' links itself (tracking.ui_url), without credentials.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
 
 def tracking_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
     """sqlite:///<repo>/mlruns/mlflow.db (MLFLOW_TRACKING_URI wins when set)."""

@@ -53,7 +53,7 @@ def git_state(root: Path = ROOT) -> tuple[str, bool]:
 
 def locked_data_hash(root: Path = WORKSPACE.root, data_dir: Path = PREPARED_DIR) -> str:
     """The DVC hash of the prepared data as recorded in dvc.lock by the prepare stage."""
-    lock_file = root / "dvc.lock"
+    lock_file = Workspace(root).dvc_lock_file
     if not lock_file.is_file():
         raise FileNotFoundError("dvc.lock is missing: the prepare stage has not been recorded")
     lock = yaml.safe_load(lock_file.read_text())
@@ -81,7 +81,6 @@ def commit_stages(*stages: str, root: Path = WORKSPACE.root) -> None:
 def version_data(root: Path = WORKSPACE.root) -> DataVersion:
     """Track the freshly prepared data (prepare stage) and push it to the default remote."""
     commit_stages("prepare", root=root)
-    _dvc("push", "prepare", root=root)
     return data_version(root)
 
 

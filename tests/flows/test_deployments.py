@@ -177,6 +177,20 @@ def test_prefect_artifacts_summarize_the_run(served: Served, trained: str) -> No
     assert "data-validation" in artifacts
 
 
+def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained: str) -> None:
+    """A pass-through parameter (it reaches horovodrun's or mpirun's command line) in a deployment run's overrides is
+    refused in one line naming the key, before any MLflow run: the deployment does not say allow_passthrough."""
+    runs_before = len(mlflow_runs(served))
+    done, flow_run_id = deployment_run(served, "train", 'overrides={"train.horovodrun_args": ["--verbose"]}')
+    assert done.returncode != 0 and flow_run_id
+    state = api_call(served.api, f"/flow_runs/{flow_run_id}")["state"]
+    assert state["type"] == "FAILED"
+    assert "train.horovodrun_args: not taken from a deployment run's overrides" in state["message"]
+    logs = api_call(served.api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]}}})
+    assert any("train.horovodrun_args: not taken from a deployment run's overrides" in log["message"] for log in logs)
+    assert len(mlflow_runs(served)) == runs_before
+
+
 def trained_epochs(served: Served, run_id: str) -> list[int]:
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")

@@ -71,4 +71,5 @@ def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(dry_runs: dic
     assert done.returncode == 0, done.stderr[-2000:]
     launch = done.stdout.split("launch:\n", 1)[1].split("data:\n", 1)[0].splitlines()
     assert [line.split(":", 1)[0] for line in launch] == ["worker0 on localhost", "worker1 on localhost",
-                                                          "ps0 on localhost", "chief0 on localhost"]
+                                                          "ps0 on localhost", "chief0 on localhost", "listens",
+                                                          "listens"]

@@ -9,6 +9,7 @@ import json
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -208,3 +209,30 @@ def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: st
     assert int(re.search(r"resuming from checkpoint at epoch (\d)", done.stdout + done.stderr)[1]) >= 2
     assert trained_epochs(repo, interrupted) == list(range(12))
     assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"
+
+
+def test_a_restore_started_during_training_waits_until_the_run_has_registered(repo: Path, prefect_api: str) -> None:
+    """`python -m tasks restore` while a run trains: it says which run it waits for, and changes the data only
+    after that run has registered its model (evaluation and the gate read the same data as training)."""
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
+    job = subprocess.Popen(pipeline("epochs=4"), cwd=repo, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(job.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    deadline = time.monotonic() + 600
+    while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
+            not trained_epochs(repo, running[0].info.run_id):
+        assert time.monotonic() < deadline and job.poll() is None, "".join(lines)[-3000:]
+        time.sleep(0.5)
+    run_id, data_hash = running[0].info.run_id, running[0].data.params["data_hash"]
+    restored = run([PYTHON, "-m", "tasks", "restore", "--data-hash", data_hash], repo, env)
+    registered_before_the_restore = any("Task run 'register" in line and "Finished in state Completed" in line
+                                        for line in list(lines))
+    job.wait(timeout=900)
+    reader.join(timeout=60)
+    assert job.returncode == 0, "".join(lines)[-3000:]
+    assert restored.returncode == 0, restored.stdout[-2000:] + restored.stderr[-2000:]
+    assert re.search(rf"^restore of data version {data_hash}: waiting for the prepared data, in use by MLflow run "
+                     rf"{run_id} \(pid \d+\)$", restored.stdout, re.M), restored.stdout[-2000:]
+    assert registered_before_the_restore

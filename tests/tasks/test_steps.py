@@ -13,6 +13,7 @@ import yaml
 
 from tasks import steps
 from tasks.atomic import lock_held
+from tasks.data import data_lock
 from tasks.data.validate import REPORT_NAME
 from tasks.launch.errors import PreflightError
 from tasks.launch.preflight import LaunchCheck
@@ -32,7 +33,7 @@ def prepared_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data_dir.mkdir(parents=True)
     (data_dir / "manifest.json").write_text(json.dumps(MANIFEST))
     monkeypatch.setattr(steps, "PREPARED_DIR", data_dir)
-    monkeypatch.setattr(steps, "LOCKS_DIR", tmp_path / "locks")
+    monkeypatch.setattr(data_lock, "LOCK_FILE", tmp_path / "locks" / "prepared-data.lock")
     return data_dir
 
 
@@ -71,7 +72,7 @@ def test_converting_prepares_the_data_once_then_says_it_is_up_to_date(tmp_path: 
 
 def test_preparing_converts_and_validates_under_the_lock_and_saves_the_report(prepared_dir: Path,
                                                                             tmp_path: Path) -> None:
-    lock = tmp_path / "locks" / "prepare.lock"
+    lock = tmp_path / "locks" / "prepared-data.lock"
     seen: list[str] = []
 
     def convert(params: Params) -> bool:
@@ -110,7 +111,10 @@ def test_a_dry_run_prepares_then_says_the_steps_the_launch_and_the_data_plan(
                          "register -> publish", "launch:"]
     assert lines[2].startswith("rank 0 on localhost, rank 1 on localhost: ")
     assert shlex.split(lines[2].split(": ", 1)[1])[-5:] == [sys.executable, "-m", "trainer", "--config", str(config)]
-    assert lines[3:] == ["data:", "rank 0: 200 training records, 6 steps of 32, 8 dropped per epoch",
+    assert lines[3:5] == ["listens: horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it "
+                          "so), for the job", "listens: Gloo between the ranks on localhost, interface lo (this "
+                          "machine only), for the job"]
+    assert lines[5:] == ["data:", "rank 0: 200 training records, 6 steps of 32, 8 dropped per epoch",
                          "rank 1: 200 training records, 6 steps of 32, 8 dropped per epoch"]
 
 
@@ -118,8 +122,8 @@ def test_a_dry_run_names_the_hosts_it_did_not_contact(prepared_dir: Path, monkey
     params = Params(train=TrainParams(controller="gloo", hosts="localhost:1,h1.invalid:1,h2.invalid:1", np=3))
     lines, _ = dry_run(params, monkeypatch)
     assert lines[2].startswith("rank 0 on localhost, rank 1 on h1.invalid, rank 2 on h2.invalid: ")
-    assert lines[3] == "hosts not checked (a dry run contacts no host): h1.invalid, h2.invalid"
-    assert lines[4] == "data:"
+    assert lines[5] == "hosts not checked (a dry run contacts no host): h1.invalid, h2.invalid"
+    assert lines[6] == "data:"
 
 
 def test_a_dry_run_refuses_what_would_fail_the_launch(prepared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from tasks.launch.job_config import job_spec, write_trainer_config
 from tasks.params import Params, load_params
-from trainer.config import JobSpec, read_config, write_config
+from trainer.config import JobSpec, TrainParams, read_config, write_config
 
 
 def test_the_file_holds_the_resolved_params_and_the_job(digits_data: Path, tmp_path: Path) -> None:
@@ -28,7 +28,19 @@ def test_the_file_holds_the_resolved_params_and_the_job(digits_data: Path, tmp_p
 def test_a_file_the_processes_cannot_read_is_never_written(tmp_path: Path) -> None:
     sections = Params().model_dump(mode="json")
     sections["train"]["epochs"] = 0
-    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, checkpoint_owner="x", augment=False)
+    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, checkpoint_owner="x", augment=False,
+                  data_fingerprint="f")
     with pytest.raises(ValidationError, match="epochs"):
         write_config(sections, job, tmp_path / "config.json")
     assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.parametrize("name", ["eth0", "enp0s31f6", "br-lan.100", "wlan0@if3", "eth0:1", "ib0"])
+def test_a_network_interface_name_is_taken(name: str) -> None:
+    assert TrainParams(network_interface=name).network_interface == name
+
+
+@pytest.mark.parametrize("name", ["eth0;touch /tmp/pwned", "$(id)", "eth0 -x", "-x", "a/b", "x" * 16, "`id`", ""])
+def test_anything_else_is_refused_as_a_network_interface(name: str) -> None:
+    with pytest.raises(ValidationError, match="is not a network interface name"):
+        TrainParams(network_interface=name)

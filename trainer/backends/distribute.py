@@ -6,17 +6,20 @@ Multi-process ones read their cluster from TF_CONFIG (the launching task writes 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import tensorflow as tf
 
 from trainer import session
 from trainer.backends import data_service
 from trainer.backends.registry import backend_spec
+from trainer.backends.task_devices import COMPUTING, pin_task_gpu
 from trainer.callbacks import CheckpointEveryEpoch
 from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
@@ -39,6 +42,8 @@ def local_devices(count: int) -> list[str]:
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
     """The backend's strategy (the custom-loop variants use the same ones)."""
     strategy = backend_spec(config.train.backend).replication  # the strategy's name
+    if strategy in COMPUTING:
+        pin_task_gpu(strategy)  # one GPU per worker on its host, as Horovod pins one per rank
     if strategy == "MultiWorkerMirroredStrategy":
         return tf.distribute.MultiWorkerMirroredStrategy()
     if strategy == "ParameterServerStrategy":
@@ -135,6 +140,17 @@ def validation_args(config: TrainerConfig, run: session.Plan) -> dict:
             "validation_steps": math.ceil(records / run.global_batch)}  # needed with steps_per_execution > 1
 
 
+@contextlib.contextmanager
+def worker_scratch(lead: bool) -> Iterator[Path | None]:
+    """Where a worker other than the lead writes what every worker must write (its checkpoints, its copy of the
+    model), removed when it is done; None for the lead, which writes the job's own places."""
+    if lead:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="ringflow-worker-") as scratch:
+        yield Path(scratch)
+
+
 def train(config: TrainerConfig) -> None:
     """Train under the configured strategy; the lead process checkpoints and saves the model."""
     train_params, job = config.train, config.job
@@ -145,20 +161,22 @@ def train(config: TrainerConfig) -> None:
     run = strategy_plan(config, strategy)
     model = compiled_model(config, run, strategy)
     lead = is_lead(strategy)
-    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
-                              job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
-    # agreed before anyone restores (a restore on some workers only would mismatch the collectives); then every
-    # process restores and the lead keeps
-    started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))
-    checkpoints.restore_latest()
-    check_epochs_left(started, train_params.epochs)
-    if started and lead:
-        print(resumed_line(started), flush=True)
-    # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
-    callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
-    history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
-                        steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
-                        **validation_args(config, run))
-    session.print_weights_digest(model, f"task={task_type}:{task_index}")
-    out_dir = job.out_dir if lead else Path(tempfile.mkdtemp())  # every worker saves; only the lead keeps it
-    session.save_results(config, model, run, history.history, out_dir, started)
+    with worker_scratch(lead) as scratch:
+        checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
+                                  job.checkpoint_owner, save_dir=scratch and scratch / "checkpoints")
+        # agreed before anyone restores (a restore on some workers only would mismatch the collectives); then every
+        # process restores and the lead keeps
+        started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))
+        checkpoints.restore_latest()
+        check_epochs_left(started, train_params.epochs)
+        if started and lead:
+            print(resumed_line(started), flush=True)
+        # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
+        callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
+        history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
+                            steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
+                            **validation_args(config, run))
+        session.print_weights_digest(model, f"task={task_type}:{task_index}")
+        # every worker saves (the collectives need all of them); only the lead's copy is kept
+        session.save_results(config, model, run, history.history, scratch / "model" if scratch else job.out_dir,
+                             started)

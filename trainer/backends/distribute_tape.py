@@ -5,9 +5,7 @@ the global mean; loss and accuracy are sums kept per replica and added up across
 """
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
@@ -20,6 +18,7 @@ from trainer.backends.distribute import (
     strategy_plan,
     task_of_this_process,
     train_input,
+    worker_scratch,
 )
 from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
@@ -94,26 +93,13 @@ def run_epoch(loop: StrategyTapeLoop, batches: Any, val_data: Any, run: session.
                    "epoch_time": time.perf_counter() - start, "learning_rate": current_rate(loop.optimizer)}
 
 
-def train(config: TrainerConfig) -> None:
-    """Train with the custom loop; every process checkpoints (the lead keeps them) and the lead saves the model."""
+def train_epochs(config: TrainerConfig, loop: StrategyTapeLoop, run: session.Plan, checkpoints: Checkpoints,
+                 started: int, lead: bool) -> dict[str, list[float]]:
+    """The epochs from `started` on, each checkpointed; the lead reports each epoch's metrics before its
+    checkpoint (a resume never skips an unlogged epoch). Returns the history."""
     from trainer.metrics_sink import metric_sink
-    job = config.job
-    session.set_precision(config)
-    strategy = make_strategy(config)
-    task_type, task_index = task_of_this_process()
-    tf.keras.utils.set_random_seed(config.train.seed + task_index)
-    run = strategy_plan(config, strategy)
-    loop = StrategyTapeLoop(config, run, strategy)
-    lead = is_lead(strategy)
-    checkpoints = Checkpoints(job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
-                              job.checkpoint_owner, save_dir=None if lead else Path(tempfile.mkdtemp()))
-    started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))  # agreed before anyone restores
-    checkpoints.restore_latest()
-    check_epochs_left(started, config.train.epochs)
-    if started and lead:
-        print(resumed_line(started), flush=True)
-    batches = iter(strategy.distribute_datasets_from_function(train_input(config, run)))
-    val_data = rank_dataset(job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
+    batches = iter(loop.strategy.distribute_datasets_from_function(train_input(config, run)))
+    val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
                             input_shape=run.input_shape)
     sink = metric_sink() if lead else None
     writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
@@ -123,9 +109,31 @@ def train(config: TrainerConfig) -> None:
         logs = run_epoch(loop, batches, val_data, run)
         for key, value in logs.items():
             history.setdefault(key, []).append(float(value))
-        if lead:  # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
+        if lead:
             session.report_epoch(epoch, logs, sink, writer)
         checkpoints.save(epoch + 1)
-    session.print_weights_digest(loop.model, f"task={task_type}:{task_index}")
-    out_dir = job.out_dir if lead else Path(tempfile.mkdtemp())
-    session.save_results(config, loop.model, run, history, out_dir, started)
+    return history
+
+
+def train(config: TrainerConfig) -> None:
+    """Train with the custom loop; every process checkpoints (the lead keeps them) and the lead saves the model."""
+    job = config.job
+    session.set_precision(config)
+    strategy = make_strategy(config)
+    task_type, task_index = task_of_this_process()
+    tf.keras.utils.set_random_seed(config.train.seed + task_index)
+    run = strategy_plan(config, strategy)
+    loop = StrategyTapeLoop(config, run, strategy)
+    lead = is_lead(strategy)
+    with worker_scratch(lead) as scratch:
+        checkpoints = Checkpoints(job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
+                                  job.checkpoint_owner, save_dir=scratch and scratch / "checkpoints")
+        started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))  # agreed before anyone restores
+        checkpoints.restore_latest()
+        check_epochs_left(started, config.train.epochs)
+        if started and lead:
+            print(resumed_line(started), flush=True)
+        history = train_epochs(config, loop, run, checkpoints, started, lead)
+        session.print_weights_digest(loop.model, f"task={task_type}:{task_index}")
+        session.save_results(config, loop.model, run, history, scratch / "model" if scratch else job.out_dir,
+                             started)

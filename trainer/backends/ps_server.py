@@ -11,6 +11,7 @@ import json
 import os
 
 from trainer.backends.data_service import start_data_worker
+from trainer.backends.task_devices import pin_task_gpu
 from trainer.heartbeat import start_heartbeat
 
 
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.parse_args(argv)
     start_heartbeat()  # a frozen server is as silent as a frozen rank
     import tensorflow as tf
+    pin_task_gpu("ParameterServerStrategy")  # a worker its own GPU; a parameter server none
     tf_config = json.loads(os.environ["TF_CONFIG"])
     task = tf_config["task"]
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()

@@ -51,17 +51,14 @@ class BackendSpec:
         return self.elastic_module if elastic and self.elastic_module else self.module
 
     def replicas(self, np: int, gpus_per_host: int) -> int:
-        """Replicas in sync for one optimizer step: one per Horovod rank; multiworker: each worker's GPUs (or its
-        CPU); mirrored, central-storage: every local GPU, else np logical CPU devices; one-device: one;
-        parameter-server: one worker's replicas (workers step independently)."""
-        per_host = max(1, gpus_per_host)
-        if self.replication == "horovod":
+        """Replicas in sync for one optimizer step: one per Horovod rank or multiworker worker (each has one GPU of
+        its host, or its CPU: task_devices.py); mirrored, central-storage: every local GPU, else np logical CPU
+        devices; one-device: one; parameter-server: one worker's (workers step independently), one."""
+        if self.replication in ("horovod", "MultiWorkerMirroredStrategy"):
             return np
-        if self.replication == "MultiWorkerMirroredStrategy":
-            return np * per_host
         if self.replication in ("MirroredStrategy", "CentralStorageStrategy"):
             return gpus_per_host or np
-        return per_host if self.replication == "ParameterServerStrategy" else 1
+        return 1
 
     def input_pipelines(self, np: int) -> int:
         """Input pipelines the training split is cut for: one per Horovod rank or multiworker worker, else one

@@ -14,12 +14,17 @@ from tasks.params import Params
 ProcessPlan = Callable[[Params, "str | None", Path, dict[str, str], "list[int] | None"], list[Process]]
 
 
+# what the job's processes listen on, in words (params, Horovod's controller or None): docs/security.md's table
+Listening = Callable[[Params, "str | None"], list[str]]
+
+
 @dataclass(frozen=True)
 class Launcher:
-    """One way to start a job's processes: their plan (pure: it contacts no host) and the host of every port its
-    servers listen on (picked on those hosts by the job before the plan)."""
+    """One way to start a job's processes: their plan (pure: it contacts no host), the host of every port its
+    servers listen on (picked on those hosts by the job before the plan), and what listens, in words."""
     processes: ProcessPlan
     port_hosts: Callable[[Params], list[str]] = lambda params: []
+    listens: Listening = lambda params, controller: []
 
 
 def trainer_command(config_file: Path) -> list[str]:

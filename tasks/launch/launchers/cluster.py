@@ -15,11 +15,12 @@ from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
-from trainer.protocol import HEARTBEAT_ENV
+from trainer.protocol import HEARTBEAT_ENV, RANK_SECRETS_ENV
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
-# ssh passes almost none of the environment: what a process started on another host needs, named
-FORWARDED_OVER_SSH = ("TF_CONFIG", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
+# ssh passes almost none of the environment: what a process started on another host needs, named (on its command
+# line, so nothing secret: MLflow's settings travel in the file RANK_SECRETS_ENV names, see tasks/launch/environment.py)
+FORWARDED_OVER_SSH = ("TF_CONFIG", RANK_SECRETS_ENV, "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
                       "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
 UNPICKED_PORT = "<port>"  # a dry run's placeholder: ports are picked on their hosts at launch
 Placement = dict[str, list[str]]  # task type -> the host of each task
@@ -90,4 +91,16 @@ def processes(params: Params, controller: str | None, config_file: Path, env: di
     return processes
 
 
-LAUNCHER = Launcher(processes, port_hosts)
+def listens(params: Params, controller: str | None) -> list[str]:
+    """A TensorFlow gRPC server per task (and, for parameter-server, the tf.data service), every interface."""
+    placed = cluster_placement(params)
+    dispatcher = placed.pop("data_dispatcher", None)
+    servers = ", ".join(f"{task}{index} on {host}" for task, hosts in placed.items() for index, host in enumerate(hosts))
+    lines = [f"TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): {servers}"]
+    if dispatcher:
+        lines.append(f"the tf.data service, every interface: its dispatcher on {dispatcher[0]}, a data worker with "
+                     "each worker")
+    return lines
+
+
+LAUNCHER = Launcher(processes, port_hosts, listens)

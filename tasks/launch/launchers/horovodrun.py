@@ -9,9 +9,11 @@ from pathlib import Path
 from tasks.launch.elastic import elastic_arguments, elastic_interface
 from tasks.launch.hostlist import host_slots, rank_hosts
 from tasks.launch.launchers.base import Launcher, trainer_command
+from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.discovery import discovery_script
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
+from trainer.config import TrainParams
 
 
 def stall_arguments(stall_seconds: int) -> list[str]:
@@ -23,12 +25,23 @@ def stall_arguments(stall_seconds: int) -> list[str]:
             "--stall-check-shutdown-time-seconds", str(max(stall_seconds, warning + 1))]
 
 
+LOOPBACK = "lo"  # Linux's loopback interface
+
+
+def rank_interface(train: TrainParams) -> str | None:
+    """The interface the ranks talk over: train.network_interface; for a job on this machine alone, loopback (the
+    ranks' connections then listen on 127.0.0.1 only); else None (Horovod finds a routable one)."""
+    if train.network_interface or train.elastic:
+        return train.network_interface
+    return LOOPBACK if all(is_local(host) for host in host_slots(train)) else None
+
+
 def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
     """horovodrun over the configured hosts, with the stall check and any extra arguments passed through."""
     train = params.train
     # the hosts as preflight read them (horovodrun's own hostfile reader refuses comments and 'host:N' lines)
     where = ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
-    interface = train.network_interface
+    interface = rank_interface(train)
     if train.elastic:  # Horovod: the hosts come from the discovery script
         where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
         interface = elastic_interface(train, host_slots(train))
@@ -54,4 +67,17 @@ def processes(params: Params, controller: str | None, config_file: Path, env: di
                     hosts=rank_hosts(params.train))]
 
 
-LAUNCHER = Launcher(processes)
+def listens(params: Params, controller: str | None) -> list[str]:
+    """horovodrun's rendezvous here and the ranks' connections on their hosts, for the job's length."""
+    train = params.train
+    where = "the hosts discovery finds" if train.elastic else ", ".join(host_slots(train))
+    chosen = rank_interface(train)
+    interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
+    if controller == "mpi":
+        found = "the interfaces Horovod finds (every one on a single host)"
+        return [f"Open MPI's daemons and TCP transport on {where}, {interface or found}"]
+    return ["horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so)",
+            f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]
+
+
+LAUNCHER = Launcher(processes, listens=listens)

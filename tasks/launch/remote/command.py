@@ -11,7 +11,10 @@ from typing import IO, Callable, TypeVar
 
 from tasks.launch.remote.addresses import is_local
 
-SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10")
+# never a password prompt; a host that stops answering ends the connection within ServerAliveInterval x
+# ServerAliveCountMax seconds (a lost host mid-transfer is an error within a minute, not a hang)
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+               "-o", "ServerAliveCountMax=4")
 SSH_FAILED = 255  # ssh's own exit: the host was not reached, or the connection or the remote process was lost
 Result = TypeVar("Result")
 
@@ -46,11 +49,19 @@ def last_line(stderr: str | bytes, default: str = "no message") -> str:
     return (told or [default])[-1]
 
 
+# ssh's own words for a connection that was up and went (its keep-alives unanswered, the peer gone)
+SSH_LOST = re.compile(r"not responding|closed by remote host|Broken pipe|Connection reset")
+
+
 def failure(host: str, what: str, code: int, stderr: str | bytes) -> RemoteError:
-    """One line for a command that exited non-zero on `host` (ssh's 255: the host was not reached)."""
+    """One line for a command that exited non-zero on `host` (ssh's 255: the host was not reached, or was lost)."""
     if code == SSH_FAILED and not is_local(host):
-        return RemoteError(f"host {host} cannot be reached by ssh without a password: {last_line(stderr)}",
-                           unreachable=True)
+        reason = last_line(stderr, default="")
+        if SSH_LOST.search(reason):
+            return RemoteError(f"host {host} was lost ({what}): {reason}", unreachable=True)
+        if not reason:  # ssh says why at log level INFO: a configured `LogLevel ERROR` hides a lost connection's
+            return RemoteError(f"host {host} stopped answering ssh ({what}; ssh gave no reason)", unreachable=True)
+        return RemoteError(f"host {host} cannot be reached by ssh without a password: {reason}", unreachable=True)
     return RemoteError(f"host {host}: {what} failed (exit {code}): {last_line(stderr)}")
 
 
@@ -58,9 +69,12 @@ def run_on(host: str, argv: list[str] | str, what: str, timeout: float = 60, inp
            stdin: IO[bytes] | int | None = None, stdout: IO[bytes] | int | None = subprocess.PIPE,
            check: bool = True) -> subprocess.CompletedProcess:
     """Run `argv` (or a shell command line) on `host`; RemoteError when it fails (`check`) or takes longer than
-    `timeout` seconds. Output is bytes unless `input` is text."""
+    `timeout` seconds. Output is bytes unless `input` is text. Its standard input is `input` or `stdin`, else
+    nothing (never the terminal's: ssh would stop a backgrounded launcher on SIGTTIN, or eat what is typed)."""
     command = ssh_command(host, argv) if isinstance(argv, str) and not is_local(host) else \
         ["sh", "-c", argv] if isinstance(argv, str) else host_command(host, argv)
+    if input is None and stdin is None:
+        stdin = subprocess.DEVNULL
     try:
         done = subprocess.run(command, input=input, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
                               text=isinstance(input, str), timeout=timeout)

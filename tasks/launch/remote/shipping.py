@@ -6,18 +6,20 @@ manifest's digest, which names every shard's sha256) and gets it again only when
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shlex
 import shutil
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
 from tasks.launch.remote.command import RemoteError, run_on
 from tasks.launch.remote.host_probe import SHIPPED_MARK
-from trainer.prepared_data import MANIFEST_NAME
+from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
 SHIPPING_SECONDS = 3600  # one transfer of the data or the results; a host silent this long is lost
 
@@ -33,10 +35,21 @@ def data_key(data_dir: Path) -> str:
 
 @dataclass(frozen=True)
 class Shipment:
-    """The hosts of one job that need its files, and the one whose results come back (None: rank 0 runs here)."""
+    """The hosts of one job that need its files, and the one whose results come back (None: rank 0 runs here).
+    `guard`: a file of this machine's, fresh for the job: a host that sees it shares this machine's filesystem,
+    and nothing is removed or replaced there (it would be this machine's own data and runs)."""
     hosts: tuple[str, ...]
     lead: str | None
     hosts_with_data: tuple[str, ...] = ()  # already holding this version of the data
+    guard: Path | None = None
+
+
+def guarded(script: str, guard: Path | None) -> str:
+    """`script`, run only where the guard file is not seen (None: always)."""
+    if guard is None:
+        return script
+    return (f"if [ -e {shlex.quote(str(guard))} ]; then echo \"this host sees this machine's files ({guard}): it "
+            f"shares the filesystem, so nothing is removed or replaced there\" >&2; exit 3; fi; {script}")
 
 
 def _ssh(host: str, script: str, what: str, stdin: IO[bytes] | None = None) -> None:
@@ -59,26 +72,48 @@ def _send_tar(host: str, base: Path, names: list[str], remote_script: str, what:
         raise ShippingError(f"host {host}: {what} failed: tar exited with {tar.returncode}")
 
 
-def ship_data(host: str, data_dir: Path, key: str) -> None:
-    """The prepared data to the same path on the host, replacing what was there only once all of it arrived."""
-    target = shlex.quote(str(data_dir))
-    incoming = shlex.quote(str(data_dir.with_name(f".{data_dir.name}.incoming")))
-    script = (f"set -e; rm -rf {incoming}; mkdir -p {incoming}; tar -xf - -C {incoming}; "
-              f"echo {key} > {incoming}/{SHIPPED_MARK}; rm -rf {target}.old; "
-              f"if [ -e {target} ]; then mv {target} {target}.old; fi; mv {incoming} {target}; rm -rf {target}.old")
-    _send_tar(host, data_dir, ["."], script, f"shipping the data {data_dir}")
+def shard_sums(data_dir: Path) -> str:
+    """`sha256sum -c` lines for every shard the manifest names (its own record of what the data is)."""
+    splits = read_manifest(data_dir).get("splits", {})
+    return "".join(f"{shard['sha256']}  {shard['file']}\n" for split in splits.values()
+                   for shard in split.get("shards", []) if "sha256" in shard)
+
+
+def ship_data(host: str, data_dir: Path, key: str, guard: Path | None = None) -> None:
+    """The prepared data to the same path on the host, into a directory of this launch's own; it takes the data's
+    place, with its key as the mark of a complete copy, only once tar here exited 0 and the sha256 of every shard
+    there matches the manifest (one swap at a time on the host: concurrent launches take turns)."""
+    incoming = data_dir.with_name(f".{data_dir.name}.incoming-{uuid.uuid4().hex[:12]}")
+    target, there = shlex.quote(str(data_dir)), shlex.quote(str(incoming))
+    sums = shard_sums(data_dir)
+    check = f"cd {there} && printf %s {shlex.quote(sums)} | sha256sum --check --quiet --strict - >&2 && " if sums \
+        else ""
+    receive = f"set -e; rm -rf {there}; mkdir -p {there}; tar -xf - -C {there}; {check}true"
+    try:
+        _send_tar(host, data_dir, ["."], guarded(receive, guard), f"shipping the data {data_dir}")
+    except ShippingError:
+        with contextlib.suppress(ShippingError):  # the host may be lost: the first failure is the one said
+            _ssh(host, f"rm -rf {there}", "removing an incomplete copy of the data")
+        raise
+    old = shlex.quote(str(data_dir.with_name(f".{data_dir.name}.old-{uuid.uuid4().hex[:12]}")))
+    stale = shlex.quote(f".{data_dir.name}.incoming-*")  # copies of launches that lost this host, a day on
+    swap = (f"set -e; exec 9>{shlex.quote(str(data_dir.with_name(f'.{data_dir.name}.lock')))}; flock 9; "
+            f"echo {key} > {there}/{SHIPPED_MARK}; if [ -e {target} ]; then mv -T {target} {old}; fi; "
+            f"mv -T {there} {target}; rm -rf {old}; find {shlex.quote(str(data_dir.parent))} -maxdepth 1 "
+            f"-name {stale} -mmin +1440 -exec rm -rf {{}} +")
+    _ssh(host, guarded(swap, guard), f"putting the data in place at {data_dir}")
 
 
 def _relative(path: Path) -> str:
     return str(path.resolve().relative_to("/"))
 
 
-def ship_job_files(host: str, config_file: Path, checkpoint_dir: Path) -> None:
+def ship_job_files(host: str, config_file: Path, checkpoint_dir: Path, guard: Path | None = None) -> None:
     """The job's configuration file and the run's checkpoints (to resume from) to the same paths on the host."""
     names = [_relative(config_file)] + ([_relative(checkpoint_dir)] if checkpoint_dir.is_dir() else [])
     script = (f"set -e; rm -rf {shlex.quote(str(checkpoint_dir))}; "
               f"mkdir -p {shlex.quote(str(checkpoint_dir))}; tar -xf - -C /")
-    _send_tar(host, Path("/"), names, script, "shipping the job's files")
+    _send_tar(host, Path("/"), names, guarded(script, guard), "shipping the job's files")
 
 
 def ship_inputs(shipment: Shipment, data_dir: Path, config_file: Path, checkpoint_dir: Path,
@@ -88,8 +123,8 @@ def ship_inputs(shipment: Shipment, data_dir: Path, config_file: Path, checkpoin
     for host in shipment.hosts:
         if host not in shipment.hosts_with_data:
             on_line(f"shipping the prepared data to {host} (no shared filesystem)")
-            ship_data(host, data_dir, key)
-        ship_job_files(host, config_file, checkpoint_dir)
+            ship_data(host, data_dir, key, shipment.guard)
+        ship_job_files(host, config_file, checkpoint_dir, shipment.guard)
 
 
 def _replace_dir(new: Path, target: Path) -> None:
@@ -142,13 +177,13 @@ def fetch_results(host: str, out_dir: Path, checkpoint_dir: Path) -> None:
 
 
 def remove_job_files(hosts: tuple[str, ...], out_dir: Path, checkpoint_dir: Path,
-                     on_line: Callable[[str], None]) -> None:
+                     on_line: Callable[[str], None], guard: Path | None = None) -> None:
     """Nothing of the run stays on the hosts (the data stays: the next run of it needs it); a host that cannot be
-    reached is reported, not raised (it may be why the job failed)."""
+    reached, or that sees the guard (this machine's own files), is reported, not raised."""
     paths = " ".join(shlex.quote(str(path)) for path in (out_dir, checkpoint_dir))
     for host in hosts:
         try:
-            _ssh(host, f"rm -rf {paths}", "removing the run's files")
+            _ssh(host, guarded(f"rm -rf {paths}", guard), "removing the run's files")
         except ShippingError as error:
             on_line(f"warning: {error}")
 
@@ -166,4 +201,4 @@ def bring_back(shipment: Shipment, out_dir: Path, checkpoint_dir: Path, on_line:
             raise
         on_line(f"warning: {error}")
     finally:
-        remove_job_files(shipment.hosts, out_dir, checkpoint_dir, on_line)
+        remove_job_files(shipment.hosts, out_dir, checkpoint_dir, on_line, shipment.guard)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from tasks.launch.output.diagnosis import (
     JobReport,
     RankFailed,
@@ -18,7 +20,7 @@ from tasks.launch.output.diagnosis import (
     is_heartbeat,
     oom_kill_count,
 )
-from tasks.launch.supervise.watch import JobLimits, JobWatch, stop_tree
+from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tree
 
 __all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
 NO_LIMITS = JobLimits()  # frozen: one shared default
@@ -45,13 +47,16 @@ def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue
     lines.put((index, None))  # this process has ended and all its lines are in
 
 
-def _start(processes: list[Process], cwd: Path, lines: queue.Queue) -> list[subprocess.Popen]:
-    """Start every process with its output pumped into `lines`; bytes that are not UTF-8 are replaced."""
-    running = [subprocess.Popen(p.command, cwd=cwd, env=p.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", bufsize=1) for p in processes]
+def _start(processes: list[Process], cwd: Path, lines: queue.Queue) -> tuple[list[subprocess.Popen],
+                                                                            list[psutil.Process]]:
+    """Start every process with its output pumped into `lines`; bytes that are not UTF-8 are replaced. No process
+    reads the terminal (ssh, horovodrun's and mpirun's included: a launcher in the background would be stopped)."""
+    running = [subprocess.Popen(p.command, cwd=cwd, env=p.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1) for p in processes]
+    roots = job_roots(running)  # before the pumps can reap any
     for index, (process, spec) in enumerate(zip(running, processes)):
         threading.Thread(target=_pump, args=(index, process, spec.label, lines), daemon=True).start()
-    return running
+    return running, roots
 
 
 def _rank_hosts(processes: list[Process]) -> dict[str, str]:
@@ -102,12 +107,12 @@ def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], 
     """
     output, lines = RankOutput(_rank_hosts(processes)), queue.Queue[tuple[int, str | None]]()
     oom_before, started = oom_kill_count(), time.monotonic()
-    running = _start(processes, cwd, lines)
-    watch = JobWatch(running, limits)
+    running, roots = _start(processes, cwd, lines)
+    watch = JobWatch(roots, limits)
     try:
         code = _follow(processes, running, lines, on_line, output, watch)
     finally:
-        stop_tree(running)
+        stop_tree(running, roots)
     if code is not None:
         report = JobReport(code, watch.verdict, watch.retryable, oom_kill_count() - oom_before,
                            time.monotonic() - started)

@@ -52,12 +52,23 @@ def rank_of(process: psutil.Process) -> str | None:
     return None
 
 
-def job_tree(running: list[subprocess.Popen]) -> list[psutil.Process]:
-    """Every live process of the job: the started ones and all their descendants."""
-    tree = []
+def job_roots(running: list[subprocess.Popen]) -> list[psutil.Process]:
+    """The started processes, taken as psutil knows them now, before any is reaped: psutil then refuses to
+    signal a PID that a process started since has reused."""
+    roots = []
     for popen in running:
         try:
-            root = psutil.Process(popen.pid)
+            roots.append(psutil.Process(popen.pid))
+        except psutil.NoSuchProcess:
+            continue
+    return roots
+
+
+def job_tree(roots: list[psutil.Process]) -> list[psutil.Process]:
+    """Every live process of the job: the started ones and all their descendants."""
+    tree = []
+    for root in roots:
+        try:
             tree += [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             continue
@@ -67,7 +78,7 @@ def job_tree(running: list[subprocess.Popen]) -> list[psutil.Process]:
 @dataclass
 class JobWatch:
     """Checked about once a second while the job runs; `verdict` says why it ended the job."""
-    running: list[subprocess.Popen]
+    roots: list[psutil.Process]
     limits: JobLimits
     started: float = field(default_factory=time.monotonic)
     stopped_since: dict[int, float] = field(default_factory=dict)
@@ -89,7 +100,7 @@ class JobWatch:
     def _stopped_rank(self, now: float) -> str | None:
         """A sentence naming a rank stopped for stall_seconds, else None."""
         seen = set()
-        for process in job_tree(self.running):
+        for process in job_tree(self.roots):
             try:
                 stopped = process.status() in STOPPED_STATES
             except psutil.NoSuchProcess:
@@ -106,9 +117,19 @@ class JobWatch:
         return None
 
 
-def stop_tree(running: list[subprocess.Popen], grace_seconds: float = 10) -> None:
+def kill_all(processes: list[psutil.Process], grace_seconds: float = 10) -> None:
+    """SIGKILL each process psutil still knows as itself (never a PID taken since by another), and wait for them."""
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(processes, timeout=grace_seconds)
+
+
+def stop_tree(running: list[subprocess.Popen], roots: list[psutil.Process], grace_seconds: float = 10) -> None:
     """SIGTERM every process of the job (SIGCONT first, so stopped ones can act on it), SIGKILL what is left."""
-    tree = [process for process in job_tree(running) if process.is_running()]
+    tree = [process for process in job_tree(roots) if process.is_running()]
     for process in tree:
         for sig in (signal.SIGCONT, signal.SIGTERM):
             try:
@@ -116,12 +137,7 @@ def stop_tree(running: list[subprocess.Popen], grace_seconds: float = 10) -> Non
             except psutil.NoSuchProcess:
                 break
     _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(alive, timeout=grace_seconds)
+    kill_all(alive, grace_seconds)
     for popen in running:
         try:
             popen.wait(timeout=grace_seconds)

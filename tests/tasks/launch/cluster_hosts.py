@@ -45,10 +45,10 @@ def cluster_up(*options: str) -> Iterator[list[str]]:
     assert "rf-h" not in namespaces and not daemons  # nothing left behind
 
 
-def on_host(host: str, *command: str) -> subprocess.CompletedProcess:
-    """A command run on a test-cluster host over ssh."""
-    return subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, *command], capture_output=True,
-                          text=True)
+def on_host(host: str, *command: str, input: str | None = None) -> subprocess.CompletedProcess:
+    """A command run on a test-cluster host over ssh (its input: `input`, else none)."""
+    return subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, *command], input=input,
+                          stdin=None if input is not None else subprocess.DEVNULL, capture_output=True, text=True)
 
 
 def set_link(host: str, state: str) -> None:

@@ -12,10 +12,11 @@ from typing import Callable, Iterator
 
 import pytest
 
+from tasks.launch.environment import rank_environment
 from tasks.launch.job import train
 from tasks.launch.job_config import job_spec, write_trainer_config
 from tasks.launch.output.diagnosis import RankFailed
-from tasks.launch.plan import launch_plan, rank_environment
+from tasks.launch.plan import launch_plan
 from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.remote.addresses import head_address, is_local
 from tasks.outputs.evaluate import evaluate, predict_split

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks import paths
 from tasks.launch.errors import PreflightError
 from tasks.launch.hostlist import host_slots, listed, parse_hosts, rank_hosts, read_hostfile
 from trainer.config import ElasticParams, TrainParams
@@ -79,3 +80,15 @@ def test_an_elastic_job_places_every_rank_there_may_be() -> None:
 
 def test_ranks_on_this_machine_by_default() -> None:
     assert rank_hosts(TrainParams(np=2)) == ("localhost", "localhost")
+
+
+def test_a_relative_hostfile_is_the_workspace_s_whatever_the_caller_s_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace, elsewhere = tmp_path / "workspace", tmp_path / "elsewhere"
+    (workspace / "cluster").mkdir(parents=True)
+    (elsewhere / "cluster").mkdir(parents=True)
+    (workspace / "cluster" / "hosts").write_text("h1 slots=2\n")
+    (elsewhere / "cluster" / "hosts").write_text("wrong slots=9\n")
+    monkeypatch.setattr(paths, "WORKSPACE", paths.Workspace(workspace))
+    monkeypatch.chdir(elsewhere)
+    assert read_hostfile("cluster/hosts") == {"h1": 2}

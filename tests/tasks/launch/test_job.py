@@ -3,10 +3,12 @@ ends, launching again when a server's port was taken, and the model directory th
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tasks.launch import job as job_module
@@ -75,7 +77,7 @@ def test_only_the_job_s_hosts_without_the_shared_filesystem_get_its_files() -> N
 
 def job_for(tmp_path: Path) -> JobSpec:
     return JobSpec(data_dir=tmp_path / "data", out_dir=tmp_path / "out", checkpoint_dir=tmp_path / "ckpt",
-                   checkpoint_owner="me", augment=False)
+                   checkpoint_owner="me", augment=False, data_fingerprint="f")
 
 
 def test_a_job_s_lines_reach_the_caller_and_it_ends_when_its_processes_do(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_a_job_s_lines_reach_the_caller_and_it_ends_when_its_processes_do(tmp_pa
 def test_whatever_ended_the_job_its_ranks_are_stopped_and_results_brought_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     after: list[tuple[str, Any]] = []
-    monkeypatch.setattr(job_module, "stop_remote_processes", lambda hosts, marker: after.append(("stop", marker)))
+    monkeypatch.setattr(job_module, "stop_job_processes", lambda hosts, marker: after.append(("stop", marker)))
     monkeypatch.setattr(job_module, "bring_back",
                         lambda to_ship, out_dir, checkpoint_dir, on_line, failed: after.append(("back", failed)))
     run_job([python_process("pass")], params(), job_for(tmp_path), tmp_path / "c.json", LaunchCheck(None), print)
@@ -204,3 +206,16 @@ def test_checkpoints_of_another_config_are_refused_before_any_launch(tmp_path: P
     with pytest.raises(FileNotFoundError, match="no training summary"):  # accepted: launched, but saved no model
         train(params(), data_dir, tmp_path / "model", tmp_path / "ckpt", None, print, LaunchCheck("gloo"))
     assert len(launched) == 1
+
+
+def test_ranks_that_outlive_their_killed_launcher_are_stopped(tmp_path: Path) -> None:
+    """The launcher (as horovodrun or mpirun killed by the OOM killer) dies and leaves a rank re-parented, out of
+    its tree: the job's clean-up still finds it by the job's configuration file on its command line."""
+    config_file = tmp_path / "job 1" / "trainer_config.json"
+    rank = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(120)' {shlex.quote(str(config_file))}"
+    launcher = Process(["sh", "-c", f"{rank} & echo $! > {shlex.quote(str(tmp_path / 'rank.pid'))}; kill -9 $$"],
+                       {}, "0")
+    with pytest.raises(RankFailed):
+        run_job([launcher], params(), job_for(tmp_path), config_file, LaunchCheck(None), print)
+    orphan = int((tmp_path / "rank.pid").read_text())
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE

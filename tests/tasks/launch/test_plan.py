@@ -3,7 +3,6 @@ it; pure (it contacts no host), so a dry run prints it. Also each input pipeline
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,12 +13,11 @@ from tasks.launch.plan import (
     data_plan_lines,
     describe_launch,
     launch_plan,
+    listening_lines,
     port_hosts,
-    rank_environment,
     training_data_plan,
 )
 from tasks.params import Params
-from tasks.paths import MLRUNS_DIR, ROOT
 from trainer.config import TrainParams
 from trainer.protocol import HEARTBEAT_ENV
 
@@ -32,37 +30,6 @@ MANIFEST = {"splits": {"train": {"count": 400, "shards": [{"count": 100}] * 4}}}
 
 def params(**train: object) -> Params:
     return Params(train=TrainParams(**train))
-
-
-def test_each_process_finds_this_checkout_first_on_its_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", "/site/extra")
-    assert rank_environment()["PYTHONPATH"] == f"{ROOT}{os.pathsep}/site/extra"
-    monkeypatch.delenv("PYTHONPATH")
-    assert rank_environment()["PYTHONPATH"] == str(ROOT)
-
-
-def test_each_process_inherits_this_environment_quiet_and_unbuffered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RINGFLOW_TEST_MARK", "kept")
-    env = rank_environment()
-    assert (env["RINGFLOW_TEST_MARK"], env["TF_CPP_MIN_LOG_LEVEL"], env["PYTHONUNBUFFERED"]) == ("kept", "2", "1")
-
-
-def test_the_processes_log_to_this_workspace_s_mlflow_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert rank_environment()["MLFLOW_TRACKING_URI"] == f"sqlite:///{MLRUNS_DIR / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////elsewhere/mlflow.db")
-    assert rank_environment()["MLFLOW_TRACKING_URI"] == "sqlite:////elsewhere/mlflow.db"
-
-
-def test_rank_0_logs_to_the_run_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_RUN_ID", "inherited")
-    assert rank_environment("run-1")["MLFLOW_RUN_ID"] == "run-1"
-
-
-def test_without_a_run_no_inherited_run_reaches_the_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_RUN_ID", "inherited")
-    assert "MLFLOW_RUN_ID" not in rank_environment()
-    assert os.environ["MLFLOW_RUN_ID"] == "inherited"  # this process's own environment is left alone
 
 
 @pytest.mark.parametrize(("train", "hosts"), [
@@ -127,7 +94,7 @@ def test_the_launch_is_described_per_task_for_a_cluster_with_ports_left_to_the_l
     ({"np": 2}, 0, (200, 200), 32),  # a pipeline per rank, a rank's batch each
     ({"np": 3}, 0, (133, 133, 134), 32),
     ({"backend": "mirrored", "np": 2}, 0, (400,), 64),  # one pipeline feeding both replicas
-    ({"backend": "multiworker", "np": 2}, 4, (200, 200), 128),  # each worker's 4 GPUs
+    ({"backend": "multiworker", "np": 2}, 4, (200, 200), 32),  # one GPU of the host's 4 each
     ({"backend": "parameter-server", "np": 3}, 0, (400,), 32),  # one worker's step, from one shared pipeline
 ])
 def test_the_training_split_is_cut_per_input_pipeline_with_its_share_of_the_global_batch(
@@ -146,3 +113,26 @@ def test_parameter_server_workers_are_said_to_share_one_pipeline() -> None:
     assert data_plan_lines(params(backend="parameter-server", np=3), MANIFEST, 0) == [
         "the 3 workers together (tf.data service, each batch to one worker): 400 training records, 12 steps of 32, "
         "16 dropped per epoch"]
+
+
+@pytest.mark.parametrize(("train", "controller", "lines"), [
+    ({"backend": "mirrored"}, None, ["listens: nothing (no process opens a port)"]),
+    ({"hosts": "h1:1,h2:1", "network_interface": "eth1"}, "gloo",
+     ["listens: horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so), for the job",
+      "listens: Gloo between the ranks on h1, h2, interface eth1, for the job"]),
+    ({}, "mpi", ["listens: Open MPI's daemons and TCP transport on localhost, interface lo (this machine only), for "
+                 "the job"]),
+    ({"hosts": "h1:1,h2:1"}, "mpi", ["listens: Open MPI's daemons and TCP transport on h1, h2, the interfaces "
+                                     "Horovod finds (every one on a single host), for the job"]),
+    ({"backend": "multiworker", "hosts": "h1:1,h2:1"}, None,
+     ["listens: TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): worker0 on h1, worker1 on h2, "
+      "for the job"]),
+    ({"backend": "parameter-server", "np": 1}, None,
+     ["listens: TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): worker0 on localhost, ps0 on "
+      "localhost, chief0 on localhost, for the job",
+      "listens: the tf.data service, every interface: its dispatcher on localhost, a data worker with each worker, "
+      "for the job"]),
+])
+def test_the_ports_a_job_opens_are_said_before_it_starts(train: dict, controller: str | None,
+                                                        lines: list[str]) -> None:
+    assert listening_lines(params(**train), controller) == lines

@@ -14,7 +14,6 @@ from tasks.params import InputParams, Params, TrainParams
     ({"hosts": "nosuchhost.invalid:2"}, {}, "host 'nosuchhost.invalid' does not resolve"),
     ({"network_interface": "nosuchif0"}, {}, "train.network_interface: host localhost has no interface nosuchif0 "
                                              r"\(it has .*lo"),
-    ({"network_interface": "eth0; rm -rf /"}, {}, "train.network_interface 'eth0; rm -rf /' is not an interface name"),
     ({"np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
     ({"backend": "multiworker", "np": 3, "hosts": "localhost:2"}, {}, "np 3 exceeds the 2 slots of localhost:2"),
     ({"hostfile": "/no/hostfile"}, {}, "hostfile /no/hostfile does not exist"),

@@ -1,10 +1,17 @@
 """Evaluation scores (top-5 only with more than 10 classes, per-class precision/recall)."""
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from tasks.outputs.evaluate import score
+from tasks.launch.job_config import job_spec, write_trainer_config
+from tasks.outputs.evaluate import TrainedOnOtherData, check_trained_on, score
+from tasks.params import Params
+from trainer.prepared_data import MANIFEST_NAME
 
 
 def one_hot_guesses(predicted: list[int], classes: int, second: list[int] | None = None) -> np.ndarray:
@@ -40,3 +47,21 @@ def test_more_than_ten_classes_add_top5_accuracy() -> None:
     # top 5: the two guesses, then the lowest class indices: label 0 and 2 are in, 11 is out
     assert evaluation.metrics["test_top5_accuracy"] == pytest.approx(3 / 4)
     assert evaluation.per_class["class 11"] == {"precision": 0.0, "recall": 0.0, "support": 1}
+
+
+def test_a_model_is_evaluated_only_on_the_data_it_was_trained_on(digits_data: Path, tmp_path: Path) -> None:
+    """The model's job file names the data's fingerprint; data re-prepared or restored since is refused in one
+    line that says what to do (bad input: evaluating again changes nothing)."""
+    params = Params()
+    model_dir = tmp_path / "model"
+    write_trainer_config(params, job_spec(params, digits_data, model_dir, tmp_path / "checkpoints"))
+    check_trained_on(model_dir, digits_data)  # the same data: nothing to say
+    other = tmp_path / "other data"
+    shutil.copytree(digits_data, other)
+    manifest = json.loads((other / MANIFEST_NAME).read_text())
+    (other / MANIFEST_NAME).write_text(json.dumps(manifest | {"fingerprint": "f" * 32}))
+    with pytest.raises(TrainedOnOtherData, match=r"^the prepared data changed since the model was trained "
+                                                 r"\(fingerprint ffffffffffff, trained on \w{12}\): put that data "
+                                                 r"back \(python -m tasks restore --run-id RUN\) or train again$"):
+        check_trained_on(model_dir, other)
+    assert TrainedOnOtherData.bad_input

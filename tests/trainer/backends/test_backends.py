@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.environment import rank_environment
 from tasks.launch.job import train
 from tasks.launch.job_config import job_spec, write_trainer_config
-from tasks.launch.plan import launch_plan, rank_environment
+from tasks.launch.plan import launch_plan
 from tasks.launch.preflight import check_launch
 from tasks.launch.supervise.processes import Process, RankFailed, run_processes
 from tasks.outputs.evaluate import evaluate
@@ -98,8 +99,13 @@ def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: P
 
 
 @pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape"])
-def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_data: Path, tmp_path: Path) -> None:
-    """Two workers restore the run's checkpoints, agree on the epoch (checked across them) and go on together."""
+def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_data: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers restore the run's checkpoints, agree on the epoch (checked across them) and go on together;
+    the worker that is not the lead leaves none of its scratch checkpoints and model copies behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the workers' temporary files
     first = Params(train=TrainParams(backend=backend, np=2, epochs=2, warmup_epochs=0))
     train_for_test(first, digits_data, tmp_path / "first", [])
     lines: list[str] = []
@@ -109,6 +115,7 @@ def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_dat
     assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [3, 4]
     found = digests(lines)
     assert len(found) == 2 and found[0] == found[1]
+    assert [path.name for path in scratch.iterdir()] in ([], ["__pycache__"])  # autograph's own compiled code
 
 
 def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(digits_data: Path,

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.environment import rank_environment
 from tasks.launch.job_config import write_trainer_config
 from tasks.launch.launchers.horovodrun import horovod_command
-from tasks.launch.plan import rank_environment
 from tasks.launch.supervise.processes import run_streaming
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, quiet_env
@@ -21,7 +21,7 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
     lines: list[str] = []
     params = Params(train=TrainParams(np=2, epochs=2))
     job = JobSpec(data_dir=digits_data, out_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints", checkpoint_owner="t",
-                  augment=False)
+                  augment=False, data_fingerprint="f")
     command = horovod_command(params, "gloo", write_trainer_config(params, job))
     run_streaming(command, rank_environment() | quiet_env(), ROOT, lines.append)
     digests = {who.removeprefix("rank="): digest for who, digest in weights_digests("\n".join(lines))}

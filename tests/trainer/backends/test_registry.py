@@ -23,9 +23,9 @@ EXPECTED = {
     "mirrored-tape": {0: 16, 1: 8, 4: 32},
     "central-storage": {0: 16, 1: 8, 4: 32},
     "one-device": {0: 8, 1: 8, 4: 8},
-    "multiworker": {0: 16, 1: 16, 4: 64},  # each worker's GPUs
-    "multiworker-tape": {0: 16, 1: 16, 4: 64},
-    "parameter-server": {0: 8, 1: 8, 4: 32},  # one worker's step
+    "multiworker": {0: 16, 1: 16, 4: 16},  # one replica per worker: its own GPU of the host, as Horovod's ranks
+    "multiworker-tape": {0: 16, 1: 16, 4: 16},
+    "parameter-server": {0: 8, 1: 8, 4: 8},  # one worker's step, on its own GPU
 }
 
 
@@ -52,7 +52,7 @@ def test_preflight_plan_and_ranks_count_the_same_global_batch(digits_data: Path,
     assert launcher_plan.batch_size * len(launcher_plan.records) == expected
     config = TrainerConfig.model_validate(params.model_dump(mode="json") | {"job": {
         "data_dir": str(digits_data), "out_dir": str(tmp_path), "checkpoint_dir": str(tmp_path),
-        "checkpoint_owner": "test", "augment": False}})
+        "checkpoint_owner": "test", "augment": False, "data_fingerprint": "f"}})
     rank_plan = session.plan(config, processes=NP, gpus_per_host=gpus)
     assert rank_plan.global_batch == expected
     assert rank_plan.data == launcher_plan  # the same cut of the split, rank by rank

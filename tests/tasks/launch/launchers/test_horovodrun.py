@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.launchers.horovodrun import controller_environment, horovod_command, processes, stall_arguments
+from tasks.launch.launchers.horovodrun import (
+    controller_environment,
+    horovod_command,
+    processes,
+    rank_interface,
+    stall_arguments,
+)
 from tasks.params import Params
 from trainer.config import TrainParams
 
@@ -54,3 +60,16 @@ def test_open_mpi_is_told_twice_only_for_root_and_mpi() -> None:
 def test_the_job_is_one_horovodrun_whose_hosts_are_the_ranks_hosts() -> None:
     (process,) = processes(Params(train=TrainParams(np=3, hosts="h1:1,h2:2")), "gloo", CONFIG, {"A": "1"}, None)
     assert process.hosts == ("h1", "h2", "h2") and process.env == {"A": "1"} and process.label is None
+
+
+@pytest.mark.parametrize(("train", "interface"), [
+    ({}, "lo"),  # this machine alone: the ranks' connections stay on loopback
+    ({"hosts": "localhost:1,127.0.0.1:1"}, "lo"),
+    ({"network_interface": "eth0"}, "eth0"),  # the user's choice wins
+    ({"hosts": "h1:1,h2:1"}, None),  # other hosts: Horovod finds a routable one
+])
+def test_a_job_on_this_machine_alone_talks_over_loopback(train: dict, interface: str | None) -> None:
+    assert rank_interface(TrainParams(**train)) == interface
+    command = horovod_command(Params(train=TrainParams(**train)), "gloo", Path("/job/c.json"))
+    given = command[command.index("--network-interface") + 1] if "--network-interface" in command else None
+    assert given == interface

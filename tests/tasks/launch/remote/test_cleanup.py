@@ -1,4 +1,4 @@
-"""Stopping a job's processes on the other hosts: this machine's are left to the launcher, a lost host is passed
+"""Stopping a job's processes: on the other hosts (pkill), and on this machine by its marker; a lost host is passed
 over."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from tasks.launch.remote.cleanup import stop_remote_processes
+from tasks.launch.remote.cleanup import local_job_processes, stop_job_processes, stop_remote_processes
 
 
 @pytest.fixture
@@ -37,3 +37,16 @@ def test_a_host_that_cannot_be_reached_is_passed_over(marked_process: tuple[subp
     process, marker = marked_process
     stop_remote_processes(["nosuchhost.invalid", "localhost", "nosuchhost.invalid"], marker)
     assert process.poll() is None
+
+
+def test_the_job_s_processes_on_this_machine_are_stopped_by_its_marker(
+        marked_process: tuple[subprocess.Popen, str]) -> None:
+    process, marker = marked_process
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker + ".other"])
+    try:
+        assert [found.pid for found in local_job_processes(marker)] == [process.pid, other.pid]
+        stop_job_processes(["localhost", "nosuchhost.invalid"], marker + ".other")
+        other.wait(timeout=10)  # (psutil has reaped it: its code is lost)
+        assert local_job_processes(marker + ".other") == [] and process.poll() is None  # only that job's
+    finally:
+        other.kill()

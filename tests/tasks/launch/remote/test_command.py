@@ -1,7 +1,11 @@
 """Running a command on a host: here directly, elsewhere over ssh; a failure is one line naming the host."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from tasks.launch.remote.command import (
     run_on,
     ssh_command,
 )
+from tasks.paths import ROOT
 
 UNREACHABLE = "nosuchhost.invalid"  # does not resolve: ssh fails at once, exit 255
 SSH_REASON = r"ssh: Could not resolve hostname nosuchhost\.invalid"
@@ -71,9 +76,9 @@ def test_a_host_ssh_cannot_reach_is_one_line(command: list[str] | str) -> None:
 def test_failure_of_a_remote_command_is_not_taken_for_ssh_unless_255() -> None:
     error = failure(UNREACHABLE, "copying", 2, b"tar: oops\n")
     assert str(error) == f"host {UNREACHABLE}: copying failed (exit 2): tar: oops" and not error.unreachable
-    lost = failure(UNREACHABLE, "copying", 255, "Connection closed\n")
-    assert lost.unreachable and str(lost) == f"host {UNREACHABLE} cannot be reached by ssh without a password: " \
-                                            "Connection closed"
+    refused = failure(UNREACHABLE, "copying", 255, "Connection closed\n")
+    assert refused.unreachable and str(refused) == f"host {UNREACHABLE} cannot be reached by ssh without a " \
+                                                  "password: Connection closed"
 
 
 @pytest.mark.parametrize(("stderr", "expected"), [
@@ -98,7 +103,7 @@ def test_an_argv_for_this_machine_is_itself() -> None:
 def test_an_argv_for_another_host_goes_over_ssh_quoted() -> None:
     """Without a password prompt; the remote shell gets back exactly the arguments given."""
     command = host_command(UNREACHABLE, ["printf", "%s|", "a b", "$HOME", "it's"])
-    assert command[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", UNREACHABLE]
+    assert command[:-1] == ["ssh", *SSH_OPTIONS, UNREACHABLE] and "BatchMode=yes" in SSH_OPTIONS
     as_the_remote_shell_runs_it = subprocess.run(["sh", "-c", command[-1]], capture_output=True, text=True, check=True)
     assert as_the_remote_shell_runs_it.stdout == "a b|$HOME|it's|"
 
@@ -130,3 +135,49 @@ def test_a_failure_on_one_host_is_raised() -> None:
         return run_on(host, ["true"], "checking").stdout
     with pytest.raises(RemoteError, match=f"^host {UNREACHABLE} cannot be reached"):
         on_each_host(["localhost", UNREACHABLE], ask)
+
+
+@pytest.mark.parametrize("reason", ["Timeout, server h1 not responding.", "Connection to h1 closed by remote host.",
+                                    "client_loop: send disconnect: Broken pipe"])
+def test_a_host_lost_mid_command_is_said_so(reason: str) -> None:
+    lost = failure("h1", "shipping the data /d", 255, f"{reason}\n")
+    assert lost.unreachable and str(lost) == f"host h1 was lost (shipping the data /d): {reason}"
+
+
+def test_ssh_gives_up_on_a_silent_host_within_half_a_minute() -> None:
+    options = dict(option.partition("=")[::2] for option in SSH_OPTIONS[1::2])
+    seconds = {key: int(options[key]) for key in ("ServerAliveInterval", "ServerAliveCountMax")}
+    assert seconds["ServerAliveInterval"] * seconds["ServerAliveCountMax"] <= 30
+
+
+LAUNCHER_WITH_A_TERMINAL = """
+from pathlib import Path
+from tasks.launch.remote.command import run_on
+from tasks.launch.supervise.processes import Process, run_processes
+print(run_on("localhost", ["cat"], "reading", timeout=20).stdout, flush=True)
+run_processes([Process(["cat"], {})], Path("."), print)
+print("done", flush=True)
+"""
+
+
+def test_no_command_reads_the_launcher_s_input() -> None:
+    """The launcher's input stays open and empty (a terminal no one types into): a command that inherited it would
+    wait on it (and in the background, ssh would be stopped by SIGTTIN). Stopped after a minute if it waits."""
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER_WITH_A_TERMINAL], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    watchdog = threading.Timer(60, lambda: os.killpg(launcher.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        out = launcher.stdout.read()  # type: ignore[union-attr]
+    finally:
+        watchdog.cancel()
+        launcher.kill()
+        launcher.wait()
+    assert out.split() == ["b''", "done"]
+
+
+def test_a_host_that_stopped_answering_without_a_word_is_said_so() -> None:
+    """ssh's `Timeout, server ... not responding.` is an INFO message: a `LogLevel ERROR` config hides it."""
+    silent = failure("h1", "shipping the data /d", 255, b"")
+    assert silent.unreachable and str(silent) == "host h1 stopped answering ssh (shipping the data /d; ssh gave no " \
+                                                 "reason)"

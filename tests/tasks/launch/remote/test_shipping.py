@@ -3,6 +3,7 @@ back, nothing of the run left there. Run against this machine (its `sh` in place
 ssh cannot reach."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -81,7 +82,8 @@ def test_shipped_data_arrives_whole_with_its_key(data_dir: Path, tmp_path: Path)
     before = files_under(data_dir)
     ship_data("localhost", data_dir, "0123abcd")
     assert files_under(data_dir) == before | {SHIPPED_MARK: "0123abcd\n"}
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["prepared data"]  # no .incoming nor .old left
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".prepared data.lock", "prepared data"]  # no .incoming
+    # nor .old left
 
 
 def test_data_for_a_host_ssh_cannot_reach_is_one_line(data_dir: Path) -> None:
@@ -215,3 +217,42 @@ def test_a_removed_entry_is_a_file_a_directory_or_a_link_not_its_target(tmp_path
     for name in ("link", "dir", "file", "missing"):
         shipping._remove(tmp_path / name)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kept"] and files_under(kept) == {"f": "f"}
+
+
+def real_data(directory: Path, shards: dict[str, str]) -> Path:
+    """Prepared data whose manifest names each shard's sha256, as prepare writes it."""
+    make_files(directory, shards)
+    files = [{"file": name, "count": 1, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+             for name, text in shards.items()]
+    (directory / MANIFEST_NAME).write_text(json.dumps({"splits": {"train": {"count": len(files), "shards": files}}}))
+    return directory
+
+
+def test_data_whose_shard_does_not_match_the_manifest_is_not_put_in_place(tmp_path: Path) -> None:
+    """The copy on the host is checked shard by shard against the manifest before it takes the data's place."""
+    data_dir = real_data(tmp_path / "prepared", {"train-0.tfrecord": "records\n", "train-1.tfrecord": "more\n"})
+    (data_dir / "train-1.tfrecord").write_text("changed after prepare\n")
+    before = files_under(data_dir)
+    with pytest.raises(ShippingError, match=r"^host localhost: shipping the data .* failed \(exit 1\): sha256sum: "
+                                            r"WARNING: 1 computed checksum did NOT match$"):
+        ship_data("localhost", data_dir, data_key(data_dir))
+    assert files_under(data_dir) == before  # no mark: not taken for a complete copy
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["prepared"]  # no incoming copy left
+
+
+def test_nothing_is_replaced_or_removed_on_a_host_that_sees_this_machine_s_files(
+        data_dir: Path, tmp_path: Path) -> None:
+    """This machine itself, taken for a host without the shared filesystem: it sees the guard, so neither the
+    data nor the run's files (this machine's own) are touched; the removal is a warning."""
+    guard = make_files(tmp_path, {"guard": "fresh"}) / "guard"
+    out_dir, checkpoint_dir = make_run_dirs(tmp_path / "job 1")
+    before = (files_under(data_dir), files_under(out_dir), files_under(checkpoint_dir))
+    with pytest.raises(ShippingError, match=r"^host localhost: shipping the data .* failed \(exit 3\): this host "
+                                            r"sees this machine's files \(.*guard\): it shares the filesystem"):
+        ship_data("localhost", data_dir, data_key(data_dir), guard)
+    with pytest.raises(ShippingError, match=r"\(exit 3\): this host sees this machine's files"):
+        ship_job_files("localhost", out_dir / "summary.json", checkpoint_dir, guard)
+    lines: list[str] = []
+    remove_job_files(("localhost",), out_dir, checkpoint_dir, lines.append, guard)
+    assert len(lines) == 1 and "this host sees this machine's files" in lines[0]
+    assert (files_under(data_dir), files_under(out_dir), files_under(checkpoint_dir)) == before

@@ -1,0 +1,81 @@
+"""What the processes of a training job inherit from this machine, the policy written once (docs/security.md):
+
+- An allow-list, not this machine's whole environment: the names in FORWARDED_NAMES and those starting with
+  FORWARDED_PREFIXES, never one that looks secret (SECRET_NAME). Horovod with Gloo writes every variable it is given
+  onto the ssh command line of its remote ranks, and a command line is readable by every user of a host (`ps`).
+- What rank 0's MLflow client needs (the tracking URI, which can hold `user:password@`, and the MLFLOW_* settings,
+  tokens included) travels in a file of mode 0600 beside the job's configuration, named by RANK_SECRETS_ENV and
+  removed when the job ends; only when rank 0 logs to the run itself (it shares this machine's filesystem).
+- Every command line the launcher prints or logs goes through redact().
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+from tasks.paths import ROOT
+from tasks.tracking.mlflow_store import tracking_uri
+from trainer.protocol import RANK_SECRETS_ENV
+
+FORWARDED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+    "SSH_AUTH_SOCK",  # the launcher's own ssh (horovodrun's, mpirun's) reaches the hosts with the user's agent
+    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "KERAS_HOME", "MLFLOW_RUN_ID",
+})
+FORWARDED_PREFIXES = ("LC_", "TF_", "XLA_", "CUDA_", "NCCL_", "HOROVOD_", "GLOO_", "OMPI_", "PMIX_", "OMP_", "KMP_")
+SECRET_NAME = re.compile(r"SECRET|PASSW|TOKEN|CREDENTIAL|PRIVATE|(^|_)KEY(_|$)", re.IGNORECASE)
+URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):[^/@\s]*@", re.IGNORECASE)
+ASSIGNMENT = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>'[^']*'|\"[^\"]*\"|\S*)")
+HIDDEN = "***"
+SECRETS_FILE_NAME = ".rank-secrets.json"  # beside the job's configuration file
+
+
+def is_secret(name: str, value: str = "") -> bool:
+    """A variable that must never reach a command line or a log: its name says so, or its value holds a
+    URL's password."""
+    return bool(SECRET_NAME.search(name) or URL_PASSWORD.search(value))
+
+
+def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed, non-secret part of an environment."""
+    return {name: value for name, value in environ.items()
+            if (name in FORWARDED_NAMES or name.startswith(FORWARDED_PREFIXES)) and not is_secret(name, value)}
+
+
+def tracking_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What rank 0's MLflow client needs: the tracking URI of this run and the MLFLOW_* settings."""
+    settings = {name: value for name, value in environ.items() if name.startswith("MLFLOW_") and name != "MLFLOW_RUN_ID"}
+    return settings | {"MLFLOW_TRACKING_URI": tracking_uri()}
+
+
+def write_rank_secrets(job_dir: Path, values: Mapping[str, str]) -> Path:
+    """`values` as a JSON file only its owner can read, created so (never readable by others, even briefly)."""
+    path = job_dir / SECRETS_FILE_NAME
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump(dict(values), handle)
+    return path
+
+
+def rank_environment(run_id: str | None = None, secrets_file: Path | None = None) -> dict[str, str]:
+    """The environment each process of a job gets: the allow-listed part of this one, this checkout on the Python
+    path, quiet and unbuffered; with `run_id`, the MLflow run rank 0 logs to and the file of what its client needs
+    (None: rank 0 prints its metrics for the launcher)."""
+    env = forwarded(os.environ) | {
+        "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop("MLFLOW_RUN_ID", None)
+    if run_id:
+        if secrets_file is None:
+            raise ValueError("rank 0 logs to an MLflow run only with the file of its tracking settings")
+        env |= {"MLFLOW_RUN_ID": run_id, RANK_SECRETS_ENV: str(secrets_file)}
+    return env
+
+
+def redact(text: str) -> str:
+    """`text` with every URL's password and every secret variable's value hidden (for what is printed or logged)."""
+    text = URL_PASSWORD.sub(lambda match: f"{match['scheme']}{match['user']}:{HIDDEN}@", text)
+    return ASSIGNMENT.sub(lambda match: f"{match['name']}={HIDDEN}" if is_secret(match["name"]) else match[0], text)

@@ -1,0 +1,68 @@
+"""scripts/testcluster.sh as a user meets it: `up` then `down` gives back the user's ~/.ssh/config and /etc/hosts as
+they were, even when their last line has no newline; an `up` that fails halfway undoes what it made."""
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.helpers import quiet_env
+from tests.tasks.launch.cluster_hosts import SCRIPT, STATE, cluster_state
+
+pytestmark = pytest.mark.slow  # makes and removes network namespaces and sshd
+
+USER_CONFIG = "Host build\n  HostName build.example\n  User me"  # no newline after the last line
+MARK = "# ringflow test cluster"
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=quiet_env())
+
+
+@pytest.fixture
+def ssh_config() -> Iterator[Path]:
+    """This user's ~/.ssh/config (ssh reads the one of the passwd entry's home), ending without a newline for the
+    test, and put back as it was after; no cluster up before or after."""
+    config = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ssh" / "config"
+    saved = config.read_bytes() if config.is_file() else None
+    run_script("down")
+    config.parent.mkdir(mode=0o700, exist_ok=True)
+    config.write_text(USER_CONFIG)
+    try:
+        yield config
+    finally:
+        run_script("down")
+        if saved is None:
+            config.unlink(missing_ok=True)
+        else:
+            config.write_bytes(saved)
+
+
+def test_up_then_down_gives_back_the_user_s_files(ssh_config: Path) -> None:
+    hosts_before = Path("/etc/hosts").read_text()
+    up = run_script("up", "1")
+    assert up.returncode == 0, up.stderr
+    config = ssh_config.read_text()
+    assert config.startswith(USER_CONFIG + "\n" + MARK + " begin\nHost h1 \n")  # the user's line left whole
+    assert "h1" in Path("/etc/hosts").read_text()
+    assert run_script("down").returncode == 0
+    assert ssh_config.read_text().rstrip("\n") == USER_CONFIG
+    assert Path("/etc/hosts").read_text() == hosts_before and MARK not in hosts_before
+
+
+def test_an_up_that_fails_halfway_undoes_what_it_made(ssh_config: Path) -> None:
+    """The second host's link name is taken (as by a leftover of another tool): h1 was made, h2 cannot be."""
+    subprocess.run(["ip", "link", "add", "rfv2", "type", "bridge"], check=True)
+    try:
+        up = run_script("up", "2")
+    finally:
+        subprocess.run(["ip", "link", "delete", "rfv2"], capture_output=True)
+    assert up.returncode != 0 and "up failed; undoing what it made" in up.stderr
+    namespaces, daemons = cluster_state()
+    assert "rf-h" not in namespaces and not daemons and not STATE.exists()
+    assert MARK not in Path("/etc/hosts").read_text()
+    assert ssh_config.read_text() == USER_CONFIG

@@ -23,7 +23,7 @@ from trainer.protocol import RANK_SECRETS_ENV
 FORWARDED_NAMES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
     "SSH_AUTH_SOCK",  # the launcher's own ssh (horovodrun's, mpirun's) reaches the hosts with the user's agent
-    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "KERAS_HOME", "MLFLOW_RUN_ID",
+    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "KERAS_HOME",
 })
 FORWARDED_PREFIXES = ("LC_", "TF_", "XLA_", "CUDA_", "NCCL_", "HOROVOD_", "GLOO_", "OMPI_", "PMIX_", "OMP_", "KMP_")
 SECRET_NAME = re.compile(r"SECRET|PASSW|TOKEN|CREDENTIAL|PRIVATE|(^|_)KEY(_|$)", re.IGNORECASE)
@@ -67,7 +67,6 @@ def rank_environment(run_id: str | None = None, secrets_file: Path | None = None
     env = forwarded(os.environ) | {
         "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    env.pop("MLFLOW_RUN_ID", None)
     if run_id:
         if secrets_file is None:
             raise ValueError("rank 0 logs to an MLflow run only with the file of its tracking settings")

@@ -74,7 +74,7 @@ def listens(params: Params, controller: str | None) -> list[str]:
     chosen = rank_interface(train)
     interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
     if controller == "mpi":
-        found = "the interfaces Horovod finds (every one on a single host)"
+        found = "the interfaces Horovod finds routable between them"
         return [f"Open MPI's daemons and TCP transport on {where}, {interface or found}"]
     return ["horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so)",
             f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]

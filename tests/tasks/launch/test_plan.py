@@ -123,7 +123,7 @@ def test_parameter_server_workers_are_said_to_share_one_pipeline() -> None:
     ({}, "mpi", ["listens: Open MPI's daemons and TCP transport on localhost, interface lo (this machine only), for "
                  "the job"]),
     ({"hosts": "h1:1,h2:1"}, "mpi", ["listens: Open MPI's daemons and TCP transport on h1, h2, the interfaces "
-                                     "Horovod finds (every one on a single host), for the job"]),
+                                     "Horovod finds routable between them, for the job"]),
     ({"backend": "multiworker", "hosts": "h1:1,h2:1"}, None,
      ["listens: TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): worker0 on h1, worker1 on h2, "
       "for the job"]),

@@ -87,7 +87,8 @@ class TrainParams(Section):
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
     controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI if built and mpirun exists (not elastic), else Gloo
     shared_fs: Literal["auto"] | bool = "auto"  # the hosts see this checkout's files; auto: asked of each host
-    network_interface: str | None = None  # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one
+    # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one (lo on this machine alone)
+    network_interface: str | None = None
     horovodrun_args: list[str] = []  # passed through to horovodrun
     elastic: ElasticParams | None = None  # {min_np, max_np}: Horovod's elastic mode (Gloo); np is the start size
     num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,16 @@ def test_ranks_that_outlive_their_killed_launcher_are_stopped(tmp_path: Path) ->
         run_job([launcher], params(), job_for(tmp_path), config_file, LaunchCheck(None), print)
     orphan = int((tmp_path / "rank.pid").read_text())
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_clean_up_reaches_every_host_a_rank_said_it_ran_on(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An elastic job's ranks run where the discovery script found hosts, not only the listed ones: the hosts the
+    ranks name in their `rank R of N on HOST` lines are cleaned too."""
+    stopped: list[list[str]] = []
+    monkeypatch.setattr(job_module, "stop_job_processes", lambda hosts, marker: stopped.append(hosts))
+    horovodrun = python_process("print('[0]<stdout>:rank 0 of 2 on h7'); print('[1]<stdout>:rank 1 of 2 on h9')",
+                                label=None)
+    run_job([replace(horovodrun, hosts=("h1", "h2"))], params(), job_for(tmp_path), tmp_path / "c.json",
+            LaunchCheck(None), print)
+    assert stopped == [["h1", "h2", "h7", "h9"]]

@@ -73,9 +73,10 @@ def listens(params: Params, controller: str | None) -> list[str]:
     where = "the hosts discovery finds" if train.elastic else ", ".join(host_slots(train))
     chosen = rank_interface(train)
     interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
-    if controller == "mpi":
-        found = "the interfaces Horovod finds routable between them"
-        return [f"Open MPI's daemons and TCP transport on {where}, {interface or found}"]
+    if controller == "mpi":  # measured: mpirun's and the ranks' sockets listen on 0.0.0.0 and :: whatever they use
+        used = f"traffic over {chosen}" if chosen else "traffic over the interfaces Horovod finds routable"
+        return [f"Open MPI's daemons and the ranks' TCP transport on {where}, every interface (Open MPI binds them "
+                f"so; {used})"]
     return ["horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so)",
             f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]
 

@@ -120,10 +120,11 @@ def test_parameter_server_workers_are_said_to_share_one_pipeline() -> None:
     ({"hosts": "h1:1,h2:1", "network_interface": "eth1"}, "gloo",
      ["listens: horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so), for the job",
       "listens: Gloo between the ranks on h1, h2, interface eth1, for the job"]),
-    ({}, "mpi", ["listens: Open MPI's daemons and TCP transport on localhost, interface lo (this machine only), for "
-                 "the job"]),
-    ({"hosts": "h1:1,h2:1"}, "mpi", ["listens: Open MPI's daemons and TCP transport on h1, h2, the interfaces "
-                                     "Horovod finds routable between them, for the job"]),
+    ({}, "mpi", ["listens: Open MPI's daemons and the ranks' TCP transport on localhost, every interface (Open MPI "
+                 "binds them so; traffic over lo), for the job"]),
+    ({"hosts": "h1:1,h2:1"}, "mpi", ["listens: Open MPI's daemons and the ranks' TCP transport on h1, h2, every "
+                                     "interface (Open MPI binds them so; traffic over the interfaces Horovod finds "
+                                     "routable), for the job"]),
     ({"backend": "multiworker", "hosts": "h1:1,h2:1"}, None,
      ["listens: TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): worker0 on h1, worker1 on h2, "
       "for the job"]),

@@ -24,6 +24,7 @@ from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tr
 
 __all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
 NO_LIMITS = JobLimits()  # frozen: one shared default
+OUTPUT_GRACE_SECONDS = 2.0  # a failed process's last lines arrive within this, even while others hold its output
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,27 @@ def _rank_hosts(processes: list[Process]) -> dict[str, str]:
     return hosts
 
 
+def _failed_but_held_open(running: list[subprocess.Popen], waiting: set[int], seen: dict[int, float]) -> int | None:
+    """A waited process that exited non-zero a while ago though its output is still open (processes it started,
+    orphaned, hold it: a killed horovodrun's or mpirun's ranks): the job has failed; its lines until then are in."""
+    now = time.monotonic()
+    for index in sorted(waiting):
+        if running[index].poll() not in (None, 0) and now - seen.setdefault(index, now) >= OUTPUT_GRACE_SECONDS:
+            return index
+    return None
+
+
 def _follow(processes: list[Process], running: list[subprocess.Popen], lines: queue.Queue,
             on_line: Callable[[str], None], output: RankOutput, watch: JobWatch) -> int | None:
     """Pass lines on until every waited process has ended (None) or one failed (its exit code)."""
     waiting = {i for i, spec in enumerate(processes) if spec.waited}
-    checked = time.monotonic()
-    while waiting:
+    checked, failed_at, failed = time.monotonic(), dict[int, float](), None
+    while waiting and failed is None:
         if time.monotonic() - checked >= 1.0:  # about once a second, however much the job prints
             checked = time.monotonic()
             if watch.check(output.silence):
                 return -1
+            failed = _failed_but_held_open(running, waiting, failed_at)
         try:
             index, line = lines.get(timeout=1.0)
         except queue.Empty:
@@ -89,12 +101,15 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
             if not is_heartbeat(line):
                 on_line(line)
         elif running[index].returncode != 0:
-            if processes[index].label is not None:
-                output.exited(processes[index].label, running[index].returncode)
-            return running[index].returncode
+            failed = index
         else:
             waiting.discard(index)
-    return None
+    if failed is None:
+        return None
+    label = processes[failed].label
+    if label is not None:
+        output.exited(label, running[failed].returncode)
+    return running[failed].returncode
 
 
 def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], None],

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tasks.launch.supervise.processes import RankFailed, run_streaming
+from tasks.launch.supervise.processes import Process, RankFailed, run_processes, run_streaming
 from tasks.launch.supervise.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, ROOT, quiet_env
 
@@ -48,3 +49,17 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path,
         train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_rank_1)
     assert stopped and not psutil.pid_exists(stopped[0])
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_launcher_that_failed_ends_the_job_though_a_process_it_left_holds_its_output(tmp_path: Path) -> None:
+    """A killed horovodrun or mpirun leaves ranks that keep its output open: the job fails on the launcher's exit,
+    not when the last of them has gone (the job's clean-up stops them by its marker)."""
+    pid_file = tmp_path / "left.pid"
+    launcher = Process(["sh", "-c", f"sleep 120 & echo $! > '{pid_file}'; echo started; exit 3"], {}, "0")
+    with pytest.raises(RankFailed, match=r"^rank 0 on localhost exited with status 3: started$"):
+        run_processes([launcher], tmp_path, print)
+    left = psutil.Process(int(pid_file.read_text()))
+    try:
+        assert left.is_running()  # the job ended while the process it left still held the output
+    finally:
+        left.kill()

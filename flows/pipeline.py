@@ -177,7 +177,7 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     check_deployment_overrides(overrides, running_deployment.name)
     check_versionable(params)
     prepare_data(params)
-    with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # until it has registered
+    with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # to the run's end
         return checked_run(params, skip_unchanged and not force, holder)
 
 

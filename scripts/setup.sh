@@ -31,6 +31,12 @@ ensure_debian_packages() {
   command -v ip >/dev/null || missing+=(iproute2)
   command -v mpicxx >/dev/null || missing+=(libopenmpi-dev)  # train.controller: mpi
   command -v mpirun >/dev/null || missing+=(openmpi-bin)
+  # the Slurm test cluster (scripts/testcluster.sh up --slurm); Slurm's PMIx plugin loads libpmix.so (the -dev link)
+  [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)
+  [ -x /usr/sbin/slurmd ] || missing+=(slurmd)
+  command -v sbatch >/dev/null || missing+=(slurm-client)
+  [ -x /usr/sbin/munged ] || missing+=(munge)
+  dpkg -s libpmix-dev >/dev/null 2>&1 || missing+=(libpmix-dev)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then

@@ -3,9 +3,11 @@
 # an address on a bridge (10.77.0.11, .12, ...; this machine, the head node, is 10.77.0.1) and an sshd that takes
 # a generated key. The filesystem is shared, unless `--private`: then each host also has its own mount namespace in
 # which this checkout's data/, outputs/ and mlruns/ and /tmp are empty directories of its own (a host with its own
-# disk: the code and .venv stay visible at the same path, as if installed there alike). Root only.
+# disk: the code and .venv stay visible at the same path, as if installed there alike). With `--slurm`, the hosts
+# are also the nodes of a Slurm cluster whose controller runs on this machine (scripts/testcluster_slurm.sh). Root
+# only.
 #
-#   scripts/testcluster.sh up [N] [--private]    make the hosts (2 by default); prints their names
+#   scripts/testcluster.sh up [N] [--private | --slurm]    make the hosts (2 by default); prints their names
 #   scripts/testcluster.sh down      stop every sshd and process of the hosts and remove them
 #   scripts/testcluster.sh status    the hosts that are up
 #
@@ -20,6 +22,8 @@ MARK="# ringflow test cluster"
 CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PRIVATE_DIRS=(data outputs mlruns)  # of the checkout, hidden from a --private host
 SSH_CONFIG="$HOME/.ssh/config"
+# shellcheck source=scripts/testcluster_slurm.sh
+source "$CHECKOUT/scripts/testcluster_slurm.sh"
 
 die() { echo "testcluster: $*" >&2; exit 1; }
 
@@ -119,16 +123,18 @@ wait_for_ssh() {  # $1: host name
   die "$1 does not answer ssh (see $STATE/$1/sshd.log)"
 }
 
-up() {  # [N] [--private], in either order
-  local count=2 private=0 arg
+up() {  # [N] [--private | --slurm], in any order
+  local count=2 private=0 slurm=0 arg
   for arg in "$@"; do
     case "$arg" in
       --private) private=1 ;;
+      --slurm) slurm=1 ;;
       *[!0-9]*|"") die "up: unknown argument $arg" ;;
       *) count="$arg" ;;
     esac
   done
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+  [ "$private$slurm" != 11 ] || die "up: --slurm needs the shared filesystem (a Slurm job's files), not --private"
   [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
   [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
   trap 'code=$?; [ "$code" = 0 ] || { echo "testcluster: up failed; undoing what it made" >&2; down; }' EXIT
@@ -138,12 +144,14 @@ up() {  # [N] [--private], in either order
   for index in $(seq "$count"); do make_host "$index" "$private"; done
   write_client_config
   for index in $(seq "$count"); do wait_for_ssh "h$index"; done
+  [ "$slurm" = 0 ] || slurm_up "$count"
   trap - EXIT
   hosts_up | tr '\n' ' ' && echo
 }
 
 down() {
   local ns pid link
+  slurm_down
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" || true); do
     for pid in $(ip netns pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
     for _ in $(seq 50); do [ -z "$(ip netns pids "$ns")" ] && break; sleep 0.1; done
@@ -163,5 +171,5 @@ case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   status) hosts_up ;;
-  *) die "usage: scripts/testcluster.sh up [N] [--private] | down | status" ;;
+  *) die "usage: scripts/testcluster.sh up [N] [--private | --slurm] | down | status" ;;
 esac

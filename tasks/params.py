@@ -5,11 +5,12 @@ train and input sections in trainer/config.py (the processes validate their file
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
 from trainer.config import InputParams, Section, TrainParams, literal_words
@@ -74,13 +75,59 @@ class PipelineParams(Section):
     retry_delay_seconds: float = Field(5, ge=0)
 
 
+SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}:[0-5]\d:[0-5]\d")  # [days-]HH:MM:SS
+SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a partition, account or QOS: it reaches the batch script
+
+
+class SlurmParams(Section):
+    """The Slurm job of the training step (train.scheduler: slurm); np is nodes x tasks_per_node."""
+    nodes: int = Field(2, ge=1)
+    tasks_per_node: int = Field(1, ge=1)  # ranks (or workers) per node; on GPU clusters, its GPUs
+    gpus_per_node: int = Field(0, ge=0)  # 0 on CPU clusters: no --gpus-per-node
+    cpus_per_task: int = Field(1, ge=1)
+    partition: str | None = None  # None: the cluster's default partition
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str | None = None  # [days-]HH:MM:SS; None: the partition's default
+    pending_timeout_minutes: float = Field(30, gt=0)  # queued longer than this: the job is cancelled, the step fails
+    requeue: bool = True  # on node failure or preemption Slurm requeues the job, which resumes from its checkpoint
+    notice_seconds: int = Field(60, ge=0)  # Slurm's notice before the time limit (--signal); 0: none
+    sbatch_args: list[str] = []  # passed through to sbatch
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _slurm_name(cls, value: str | None) -> str | None:
+        if value is not None and not SLURM_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Slurm name (letters, digits and _ . -)")
+        return value
+
+    @field_validator("time_limit")
+    @classmethod
+    def _slurm_time(cls, value: str | None) -> str | None:
+        if value is not None and not SLURM_TIME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a time limit: [days-]HH:MM:SS, e.g. 02:00:00")
+        return value
+
+    @property
+    def tasks(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+
 class Params(Section):
     data: DataParams = DataParams()
     input: InputParams = InputParams()
     train: TrainParams = TrainParams()
+    slurm: SlurmParams = SlurmParams()
     tracking: TrackingParams = TrackingParams()
     registry: RegistryParams = RegistryParams()
     pipeline: PipelineParams = PipelineParams()
+
+    @model_validator(mode="after")
+    def _np_from_the_allocation(self) -> "Params":
+        """Under Slurm the job has nodes x tasks_per_node ranks, whatever train.np says."""
+        if self.train.scheduler == "slurm" and self.train.np != self.slurm.tasks:
+            object.__setattr__(self, "train", self.train.model_copy(update={"np": self.slurm.tasks}))
+        return self
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to values, as logged to MLflow (`train.epochs` -> 20)."""

@@ -13,7 +13,7 @@ import yaml
 from tasks.params import ParamsError, load_params
 from tasks.paths import ROOT
 
-PASSTHROUGH_KEYS = ("train.horovodrun_args", "train.elastic.discovery_script")
+PASSTHROUGH_KEYS = ("train.horovodrun_args", "train.elastic.discovery_script", "slurm.sbatch_args")
 PREFECT_FILE = ROOT / "prefect.yaml"
 
 

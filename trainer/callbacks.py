@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from trainer.protocol import epoch_line
 from trainer.schedule import current_rate
+from trainer.stop_notice import deferred
 
 
 class MetricAverage(tf.keras.callbacks.Callback):
@@ -68,9 +69,10 @@ class EpochReport(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         metrics = {key: float(value) for key, value in (logs or {}).items()}
         metrics["learning_rate"] = current_rate(self.model.optimizer)
-        print(epoch_line(epoch, metrics), flush=True)
-        if self._sink is not None:
-            self._sink(epoch, metrics)
+        with deferred():  # a stop signal lets the epoch's report end
+            print(epoch_line(epoch, metrics), flush=True)
+            if self._sink is not None:
+                self._sink(epoch, metrics)
 
 
 class CheckpointEveryEpoch(tf.keras.callbacks.Callback):

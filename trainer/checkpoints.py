@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from trainer.checkpoint_files import OWNER_FILE, check_owner, checkpoint_owner
+from trainer.stop_notice import deferred
 
 
 class Checkpoints:
@@ -40,14 +41,16 @@ class Checkpoints:
         return int(self.epoch.numpy())
 
     def save(self, epochs_done: int) -> str:
-        """Save model, optimizer and epoch; the keeping process also records whom the checkpoints belong to."""
-        self.epoch.assign(epochs_done)
-        if self._keeps and checkpoint_owner(self._directory) is None:
-            self._directory.mkdir(parents=True, exist_ok=True)
-            tmp = self._directory / f".{OWNER_FILE}.tmp"
-            tmp.write_text(json.dumps({"owner": self._owner}))
-            os.replace(tmp, self._directory / OWNER_FILE)
-        return self._manager.save(checkpoint_number=epochs_done)
+        """Save model, optimizer and epoch; the keeping process also records whom the checkpoints belong to. A stop
+        signal waits for the save to end."""
+        with deferred():
+            self.epoch.assign(epochs_done)
+            if self._keeps and checkpoint_owner(self._directory) is None:
+                self._directory.mkdir(parents=True, exist_ok=True)
+                tmp = self._directory / f".{OWNER_FILE}.tmp"
+                tmp.write_text(json.dumps({"owner": self._owner}))
+                os.replace(tmp, self._directory / OWNER_FILE)
+            return self._manager.save(checkpoint_number=epochs_done)
 
 
 def restore_weights(model: Any, directory: Path) -> int:

@@ -85,6 +85,7 @@ class TrainParams(Section):
     np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
     hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
+    scheduler: Literal["none", "slurm"] = "none"  # slurm: the job is a Slurm batch job (the `slurm` section)
     controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI if built and mpirun exists (not elastic), else Gloo
     shared_fs: Literal["auto"] | bool = "auto"  # the hosts see this checkout's files; auto: asked of each host
     # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one (lo on this machine alone)
@@ -123,6 +124,14 @@ class TrainParams(Section):
         if self.elastic and not self.elastic.min_np <= self.np <= self.elastic.max_np:
             raise ValueError(f"np {self.np} (the start size) is outside elastic min_np {self.elastic.min_np} .. "
                              f"max_np {self.elastic.max_np}")
+        return self
+
+    @model_validator(mode="after")
+    def _hosts_from_one_place(self) -> "TrainParams":
+        if self.scheduler == "slurm" and (self.hosts or self.hostfile):
+            given = "hosts" if self.hosts else "hostfile"
+            raise ValueError(f"{given} is set but scheduler slurm takes its hosts from the allocation: leave train."
+                             f"{given} unset (slurm.nodes and slurm.tasks_per_node say how many)")
         return self
 
     @field_validator("network_interface")

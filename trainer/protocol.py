@@ -31,6 +31,11 @@ def parse_placed(text: str) -> tuple[int, int, str] | None:
     return (int(found["rank"]), int(found["size"]), found["host"]) if found else None
 
 
+def stopping_line(signal_name: str) -> str:
+    """A process stops on a signal (the scheduler's notice, a termination): its last checkpoint stands."""
+    return f"stopping on {signal_name}: the last checkpoint stands for a resume"
+
+
 def resumed_line(epoch: int) -> str:
     """The reporting process continues a run from its checkpoint of `epoch`."""
     return f"resuming from checkpoint at epoch {epoch}"

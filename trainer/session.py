@@ -19,6 +19,7 @@ from trainer.prepared_data import read_manifest
 from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
 from trainer.sharding import TrainingPlan, training_plan
+from trainer.stop_notice import deferred
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,11 @@ def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callb
 
 
 def report_epoch(epoch: int, logs: dict, sink: Any, writer: Any) -> None:
-    """The reporting process of a custom loop: one printed line, MLflow, TensorBoard."""
-    print(epoch_line(epoch, logs), flush=True)
-    if sink is not None:
-        sink(epoch, logs)
+    """The reporting process of a custom loop: one printed line, MLflow, TensorBoard (a stop signal waits)."""
+    with deferred():
+        print(epoch_line(epoch, logs), flush=True)
+        if sink is not None:
+            sink(epoch, logs)
     if writer is not None:
         with writer.as_default(step=epoch):
             for key, value in logs.items():

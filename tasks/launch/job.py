@@ -12,18 +12,20 @@ from tasks.atomic import atomic_dir
 from tasks.launch.environment import rank_environment, redact, tracking_environment, write_rank_secrets
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
+from tasks.launch.launchers import launcher_for
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.output.metrics_relay import relay_metrics
-from tasks.launch.plan import launch_plan, port_hosts
+from tasks.launch.plan import launch_plan, port_hosts, prepare_launch
 from tasks.launch.preflight import LaunchCheck, check_launch
-from tasks.launch.remote.cleanup import stop_job_processes
 from tasks.launch.remote.discovery import prepare_discovery
 from tasks.launch.remote.ports import pick_ports
 from tasks.launch.remote.shared_fs import fresh_token
 from tasks.launch.remote.shipping import Shipment, bring_back, ship_inputs
+from tasks.launch.slurm.states import parse_submitted
 from tasks.launch.supervise.processes import JobLimits, Process, run_processes
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
+from tasks.tracking import mlflow_store
 from trainer.config import JobSpec
 from trainer.model_io import read_train_summary
 from trainer.protocol import parse_placed
@@ -80,8 +82,18 @@ def run_shipped_job(processes: list[Process], params: Params, job: JobSpec, conf
         run_processes(processes, ROOT, noting_hosts, job_limits(params))
         failed = False
     finally:
-        stop_job_processes(ran_on, str(config_file))
+        launcher_for(params).stop(ran_on, config_file)
         bring_back(to_ship, job.out_dir, job.checkpoint_dir, on_line, failed)
+
+
+def noting_scheduler_jobs(run_id: str | None, on_line: Callable[[str], None]) -> Callable[[str], None]:
+    """An on_line that tags the MLflow run with the id of the scheduler's job it submitted."""
+
+    def handle(line: str) -> None:
+        if run_id is not None and (job_id := parse_submitted(line)):
+            mlflow_store.set_tags(run_id, {"slurm.job_id": job_id})
+        on_line(line)
+    return handle
 
 
 def rank_secrets(config_file: Path, run_id: str | None) -> Path | None:
@@ -99,12 +111,14 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
     try:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = pick_ports(port_hosts(params))  # on the host that listens on each
-            processes = launch_plan(params, check.controller, config_file,
-                                    rank_environment(direct_run_id, secrets_file), ports)
+            env = rank_environment(direct_run_id, secrets_file)
+            processes = launch_plan(params, check.controller, config_file, env, ports)
+            prepare_launch(params, check.controller, config_file, env)
             for process in processes:
                 on_line("launching: " + redact(shlex.join(process.command)))
             try:
-                run_job(processes, params, job, config_file, check, relay_metrics(run_id, on_line))
+                run_job(processes, params, job, config_file, check,
+                        relay_metrics(run_id, noting_scheduler_jobs(run_id, on_line)))
                 return
             except RankFailed as failure:
                 if not failure.port_taken or attempt == PORT_ATTEMPTS:

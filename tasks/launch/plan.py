@@ -24,12 +24,21 @@ def port_hosts(params: Params) -> list[str]:
     return launcher_for(params).port_hosts(params)
 
 
+def job_environment(params: Params, env: dict[str, str]) -> dict[str, str]:
+    """What every process of the job gets: `env` and how often to say it is alive."""
+    return env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
+
+
 def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
                 ports: list[int] | None = None) -> list[Process]:
     """The processes of one training job, as its backend's launcher starts them (controller: Horovod's, None for
     tf.distribute backends; ports: of the servers, in port_hosts' order; None: placeholders)."""
-    env = env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
-    return launcher_for(params).processes(params, controller, config_file, env, ports)
+    return launcher_for(params).processes(params, controller, config_file, job_environment(params, env), ports)
+
+
+def prepare_launch(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> None:
+    """What the launcher writes before the processes start (a scheduler's batch script)."""
+    launcher_for(params).prepare(params, controller, config_file, job_environment(params, env))
 
 
 def listening_lines(params: Params, controller: str | None) -> list[str]:
@@ -58,7 +67,12 @@ def data_plan_lines(params: Params, manifest: dict, gpus_per_host: int) -> list[
 
 
 def describe_launch(params: Params, controller: str | None, config_file: Path) -> list[str]:
-    """The launch plan in words: each process's host and command line (server ports are picked at launch)."""
+    """The launch plan in words: each process's host and command line (server ports are picked at launch), or
+    the launcher's own description (a scheduler's batch script)."""
+    described = launcher_for(params).describe(params, controller, config_file,
+                                              job_environment(params, {"TF_CONFIG": "{}"}))
+    if described is not None:
+        return described
     processes = launch_plan(params, controller, config_file, {"TF_CONFIG": "{}"})
     lines = []
     for process in processes:

@@ -20,6 +20,8 @@ from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.probe import HostAnswer, interface_problem, probe_remote_hosts, remote_host_problem
 from tasks.launch.remote.shared_fs import fresh_token, hosts_without_shared_fs, shared_fs_problem
 from tasks.launch.remote.shipping import data_key
+from tasks.launch.slurm.batch_script import unsupported
+from tasks.launch.slurm.preflight import slurm_problem
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
 from trainer.backends.registry import backend_spec
@@ -61,8 +63,11 @@ def check_settings(params: Params, resolve: bool = True) -> str | None:
     """The checks that need no data and no other host: hosts and slots, the interface's name, elastic settings,
     Horovod's build. Returns Horovod's controller (None: a tf.distribute backend)."""
     train = params.train
+    if train.scheduler == "slurm" and (problem := unsupported(params)):
+        raise PreflightError(problem)
     slots = check_slots(train, resolve)
-    if problem := interface_problem(train.network_interface, [host for host in slots if is_local(host)], {}):
+    on_this_machine = [host for host in slots if is_local(host) and train.scheduler == "none"]
+    if problem := interface_problem(train.network_interface, on_this_machine, {}):
         raise PreflightError(problem)  # this machine's own interfaces; the other hosts' are asked by the probe
     if problem := elastic_problem(train, ()):
         raise PreflightError(problem)
@@ -118,6 +123,8 @@ def probe_hosts(params: Params, data_dir: Path, slots: dict[str, int]) -> dict[s
 def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     """The whole preflight: settings, hosts (probed over ssh), the data; all it found out for the launch."""
     controller = check_settings(params)
+    if params.train.scheduler == "slurm":
+        return check_slurm_launch(params, data_dir, controller)
     slots = host_slots(params.train)
     answers = probe_hosts(params, data_dir, slots)
     gpus = first_host_gpus(slots, answers)
@@ -131,11 +138,21 @@ def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     return LaunchCheck(controller, gpus, unshared, with_data)
 
 
+def check_slurm_launch(params: Params, data_dir: Path, controller: str | None) -> LaunchCheck:
+    """A Slurm job's preflight: Slurm asked about the job (nothing submitted), the data against its GPUs."""
+    if problem := slurm_problem(params, controller):
+        raise PreflightError(problem)
+    check_data(params, data_dir, params.slurm.gpus_per_node)
+    return LaunchCheck(controller, params.slurm.gpus_per_node)
+
+
 def dry_run_check(params: Params, data_dir: Path) -> LaunchCheck:
     """Preflight without contacting any host (names are not even resolved): the hosts are not checked."""
     controller = check_settings(params, resolve=False)
     slots = host_slots(params.train)
     gpus = host_probe.gpu_count() if is_local(next(iter(slots))) else 0
+    if params.train.scheduler == "slurm":
+        gpus = params.slurm.gpus_per_node
     check_data(params, data_dir, gpus)
     return LaunchCheck(controller, gpus, hosts_checked=False)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tasks.launch.remote.cleanup import stop_job_processes
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 
@@ -16,15 +17,25 @@ ProcessPlan = Callable[[Params, "str | None", Path, dict[str, str], "list[int] |
 
 # what the job's processes listen on, in words (params, Horovod's controller or None): docs/security.md's table
 Listening = Callable[[Params, "str | None"], list[str]]
+# what a launch writes before its processes start (params, controller, the job's config file, the environment)
+Prepare = Callable[[Params, "str | None", Path, dict[str, str]], None]
+# how the job is described where it has no plain command per process (a dry run prints it), else None
+Describe = Callable[[Params, "str | None", Path, dict[str, str]], "list[str] | None"]
+# whatever ended the job, nothing of it left running: (the hosts its ranks ran on, the job's config file)
+Stop = Callable[[list[str], Path], None]
 
 
 @dataclass(frozen=True)
 class Launcher:
     """One way to start a job's processes: their plan (pure: it contacts no host), the host of every port its
-    servers listen on (picked on those hosts by the job before the plan), and what listens, in words."""
+    servers listen on (picked on those hosts by the job before the plan), what listens, in words; what a launch
+    writes first, how a dry run describes it, and how the job's processes are stopped on every host."""
     processes: ProcessPlan
     port_hosts: Callable[[Params], list[str]] = lambda params: []
     listens: Listening = lambda params, controller: []
+    prepare: Prepare = lambda params, controller, config_file, env: None
+    describe: Describe = lambda params, controller, config_file, env: None
+    stop: Stop = lambda hosts, config_file: stop_job_processes(hosts, str(config_file))
 
 
 def trainer_command(config_file: Path) -> list[str]:

@@ -16,13 +16,28 @@ from tasks.params import Params
 from trainer.config import TrainParams
 
 
-def stall_arguments(stall_seconds: int) -> list[str]:
-    """Horovod's stall check: a warning at half the time, shutdown at the full time (off by default in Horovod)."""
+def stall_times(stall_seconds: int) -> tuple[int, int] | None:
+    """Horovod's stall check: a warning at half the time, shutdown at the full time (None: off, as by default)."""
     if stall_seconds <= 0:
-        return ["--no-stall-check"]
+        return None
     warning = max(1, stall_seconds // 2)
-    return ["--stall-check-warning-time-seconds", str(warning),
-            "--stall-check-shutdown-time-seconds", str(max(stall_seconds, warning + 1))]
+    return warning, max(stall_seconds, warning + 1)
+
+
+def stall_arguments(stall_seconds: int) -> list[str]:
+    """The stall check as horovodrun's arguments."""
+    times = stall_times(stall_seconds)
+    if times is None:
+        return ["--no-stall-check"]
+    return ["--stall-check-warning-time-seconds", str(times[0]), "--stall-check-shutdown-time-seconds", str(times[1])]
+
+
+def stall_environment(stall_seconds: int) -> dict[str, str]:
+    """The stall check as Horovod's variables, for ranks started without horovodrun (srun)."""
+    times = stall_times(stall_seconds)
+    if times is None:
+        return {"HOROVOD_STALL_CHECK_DISABLE": "1"}
+    return {"HOROVOD_STALL_CHECK_TIME_SECONDS": str(times[0]), "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(times[1])}
 
 
 LOOPBACK = "lo"  # Linux's loopback interface
@@ -36,12 +51,13 @@ def rank_interface(train: TrainParams) -> str | None:
     return LOOPBACK if all(is_local(host) for host in host_slots(train)) else None
 
 
-def horovod_command(params: Params, controller: str, config_file: Path) -> list[str]:
-    """horovodrun over the configured hosts, with the stall check and any extra arguments passed through."""
+def horovod_command(params: Params, controller: str, config_file: Path, hosts: str | None = None) -> list[str]:
+    """horovodrun over the configured hosts (or `hosts`, horovodrun's -H), with the stall check and any extra
+    arguments passed through."""
     train = params.train
     # the hosts as preflight read them (horovodrun's own hostfile reader refuses comments and 'host:N' lines)
-    where = ["-H", ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
-    interface = rank_interface(train)
+    where = ["-H", hosts or ",".join(f"{h}:{n}" for h, n in host_slots(train).items())]
+    interface = train.network_interface if hosts else rank_interface(train)
     if train.elastic:  # Horovod: the hosts come from the discovery script
         where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
         interface = elastic_interface(train, host_slots(train))

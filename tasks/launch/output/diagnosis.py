@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.launch.remote.addresses import is_local
+from tasks.launch.slurm.states import end_message, parse_ended
 from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
@@ -29,6 +30,10 @@ TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|
                        re.IGNORECASE)
 # a server's port was taken between the launcher's pick and the server's start (TensorFlow's gRPC server's words)
 PORT_TAKEN = re.compile(r"Could not start gRPC server|Address already in use")
+# srun's account of a task that ended badly (`srun: error: h2: task 1: Exited with exit code 3`, `... task 0: Killed`)
+SRUN_TASK = re.compile(r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<ranks>[\d,-]+): (?P<what>.+)$")
+SRUN_EXIT = re.compile(r"Exited with exit code (?P<code>\d+)")
+SRUN_SIGNALLED = {"Killed": 128 + signal.SIGKILL, "Terminated": 128 + signal.SIGTERM}
 SSH_LOST = 255  # ssh's exit when the remote process died of a signal or the connection was lost
 TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
 
@@ -96,6 +101,7 @@ class RankOutput:
         self.stalled: list[str] = []
         self.waited: dict[str, int] = {}  # ranks that timed out waiting for a peer: seconds they waited
         self.mpi_failed_rank: str | None = None  # mpirun named the first failed rank; its exit code follows
+        self.scheduler_end: tuple[str, str, str, str] | None = None  # a scheduler's job ended: id, state, exit, why
         self.last_heard = {rank: time.monotonic() for rank in hosts}  # each rank's (or server's) last line
 
     def add(self, line: str) -> None:
@@ -118,6 +124,7 @@ class RankOutput:
             self.waited.setdefault(rank, int(timeout["ms"]) // 1000)
         if not match:
             self._mpirun_report(line)
+            self._scheduler_report(line)
 
     def _mpirun_report(self, line: str) -> None:
         """mpirun's own account of a rank that failed: a signal, or the first non-zero exit code."""
@@ -127,6 +134,17 @@ class RankOutput:
             self.mpi_failed_rank = first["rank"]
         elif (code := MPI_EXIT_CODE.match(line)) and self.mpi_failed_rank is not None:
             self.exited(self.mpi_failed_rank, int(code["code"]))
+
+    def _scheduler_report(self, line: str) -> None:
+        """srun's account of tasks that ended badly (their host and code), and the job's end (the follower's)."""
+        if task := SRUN_TASK.match(line):
+            code = SRUN_EXIT.search(task["what"])
+            number = int(code["code"]) if code else SRUN_SIGNALLED.get(task["what"].strip(), 1)
+            for rank in _ranks(task["ranks"]):
+                self.hosts[rank] = task["host"]
+                self.exited(rank, number)
+        elif ended := parse_ended(line):
+            self.scheduler_end = ended
 
     def silence(self, seconds: float) -> str | None:
         """A sentence naming a rank no line came from for `seconds` (its heartbeat included), else None."""
@@ -159,6 +177,11 @@ class RankOutput:
         """One line naming the failure, and whether it may pass next time."""
         if report.verdict:
             return RankFailed(report.verdict, retryable=report.verdict_retryable)
+        if self.scheduler_end and (self.scheduler_end[1] != "FAILED" or self.first_failed() is None):
+            message, retryable = end_message(*self.scheduler_end)
+            error = next((self.error_line(rank) for rank in self.tails if self.error_line(rank)), None)
+            return RankFailed(message + (f"; {error}" if error and self.scheduler_end[1] == "FAILED" else ""),
+                              retryable)
         if self.stalled:
             return RankFailed(f"{self.who(self.stalled[0])} stalled: Horovod shut the job down after no progress "
                               f"(train.stall_timeout_seconds)", retryable=True)
@@ -207,3 +230,12 @@ class RankOutput:
     def _last_line(self) -> str:
         return next((text.strip() for tail in self.tails.values() for text in reversed(tail) if text.strip()),
                     "no output")
+
+
+def _ranks(listed: str) -> list[str]:
+    """srun's task list (`1`, `0-3`, `0,2`) as rank names."""
+    ranks = []
+    for part in listed.split(","):
+        low, _, high = part.partition("-")
+        ranks += [str(rank) for rank in range(int(low), int(high or low) + 1)]
+    return ranks

@@ -10,7 +10,8 @@ from typing import Callable
 
 import psutil
 
-RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK")
+from trainer.slurm_cluster import rank_from_environment
+
 STOPPED_STATES = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 
 
@@ -36,20 +37,17 @@ class JobLimits:
 
 
 def rank_of(process: psutil.Process) -> str | None:
-    """The Horovod rank (HOROVOD_RANK with Gloo, OMPI_COMM_WORLD_RANK with MPI) or tf.distribute task of a job
-    process, from its environment."""
+    """The Horovod rank (whoever started it: horovodrun, mpirun or srun) or tf.distribute task of a job process,
+    from its environment."""
     try:
         env = process.environ()
     except (psutil.Error, OSError):
         return None
-    for key in RANK_VARIABLES:
-        if key in env:
-            return env[key]
-    if "TF_CONFIG" in env:
+    if "TF_CONFIG" in env:  # first: a launcher's own task, also when started inside a Slurm allocation
         import json
         task = json.loads(env["TF_CONFIG"]).get("task", {})
         return f"{task.get('type', 'worker')}{task.get('index', 0)}"
-    return None
+    return rank_from_environment(env)
 
 
 def job_roots(running: list[subprocess.Popen]) -> list[psutil.Process]:

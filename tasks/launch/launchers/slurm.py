@@ -1,0 +1,72 @@
+"""train.scheduler: slurm: the job is a Slurm batch job. Its script (tasks/launch/slurm/batch_script.py) is written
+into the run's workspace (<workspace>/slurm/job.sh, beside the model) and submitted by one follower process here,
+which prints the ranks' lines from the job's output and the job's states, and cancels the job when it is stopped.
+How the ranks start inside the job follows the backend's launcher in the registry."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from tasks.atomic import write_bytes_atomic
+from tasks.launch.launchers.base import Launcher
+from tasks.launch.slurm.batch_script import SCRIPT_NAME, batch_script
+from tasks.launch.slurm.commands import SlurmError, cancel
+from tasks.launch.slurm.follow import JOB_IDS_FILE
+from tasks.launch.supervise.processes import Process
+from tasks.params import Params
+
+FOLLOWER = [sys.executable, "-m", "tasks.launch.slurm.follow"]
+ALLOCATED = "<allocated>"  # a rank's host until it says where it runs
+
+
+def job_dir(config_file: Path) -> Path:
+    """The job's Slurm files: beside the model in the run's workspace (they outlive a failed training)."""
+    return config_file.parent.parent / "slurm"
+
+
+def processes(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+              ports: list[int] | None) -> list[Process]:
+    """The follower, which submits the script and speaks for every rank (label None: the lines carry rank tags)."""
+    directory = job_dir(config_file)
+    command = [*FOLLOWER, str(directory / SCRIPT_NAME), str(directory), str(params.train.np),
+               f"{params.slurm.pending_timeout_minutes:g}", *params.slurm.sbatch_args]
+    return [Process(command, env, hosts=(ALLOCATED,) * params.train.np)]
+
+
+def prepare(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> None:
+    """The batch script, written where the follower submits it from."""
+    directory = job_dir(config_file)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(directory / SCRIPT_NAME, batch_script(params, controller, config_file, env, directory).encode())
+
+
+def describe(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> list[str]:
+    """The batch script, and how it is submitted."""
+    directory = job_dir(config_file)
+    submit = shlex.join(["sbatch", "--parsable", *params.slurm.sbatch_args, str(directory / SCRIPT_NAME)])
+    return [f"slurm: {submit}, with {directory / SCRIPT_NAME}:",
+            *batch_script(params, controller, config_file, env, directory).splitlines()]
+
+
+def stop(hosts: list[str], config_file: Path) -> None:
+    """Every job this launch submitted cancelled and ended (scancel: Slurm stops its ranks on every node)."""
+    ids_file = job_dir(config_file) / JOB_IDS_FILE
+    for job_id in ids_file.read_text().split() if ids_file.exists() else []:
+        try:
+            cancel(job_id)
+        except SlurmError:  # slurmctld gone: nothing more can be done from here
+            continue
+
+
+def listens(params: Params, controller: str | None) -> list[str]:
+    """What the ranks open on the allocated nodes."""
+    if controller == "gloo":
+        return ["horovodrun's rendezvous (HTTP) on the job's first node, every interface; Gloo between the ranks on "
+                "the allocated nodes"]
+    if controller == "mpi":
+        return ["Open MPI's TCP transport between the ranks on the allocated nodes, every interface"]
+    return ["TensorFlow gRPC servers on the allocated nodes, every interface (TensorFlow binds 0.0.0.0)"]
+
+
+LAUNCHER = Launcher(processes, listens=listens, prepare=prepare, describe=describe, stop=stop)

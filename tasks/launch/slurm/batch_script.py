@@ -1,0 +1,122 @@
+"""The batch script of a training job under Slurm: readable, and what the train step submits (a user can `sbatch`
+it by hand). Pure: it contacts no host and asks Slurm nothing; the script asks the allocation at run time.
+
+How the ranks start, by the backend's launcher (trainer/backends/registry.py): Horovod with MPI by `srun` directly
+(PMIx, or PMI-2, whichever srun offers); Horovod with Gloo by horovodrun inside the allocation over its nodes (Gloo
+needs horovodrun's rendezvous); multiworker by `srun`, one worker per task, after a first step picked ports on each
+node; a one-process backend by `srun` on one node. Slurm's notice before the time limit (`--signal=B:USR1@N`) is
+passed to the ranks, which stop after the report or checkpoint in progress; the job then asks to be requeued.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from tasks.launch.launchers.base import trainer_command
+from tasks.launch.launchers.horovodrun import horovod_command, stall_environment
+from tasks.launch.slurm.commands import MPI_PLUGINS
+from tasks.params import Params
+from tasks.paths import ROOT
+from trainer.backends.registry import backend_spec
+from trainer.protocol import HEARTBEAT_ENV, RANK_SECRETS_ENV
+from trainer.slurm_cluster import PORTS_DIR_ENV
+
+SCRIPT_NAME = "job.sh"
+OUTPUT_PATTERN = "slurm-%j.out"  # in the job's directory: every rank's lines, tagged by rank (srun --label)
+STOPPED_ON_NOTICE_EXIT = 75  # the ranks stopped on Slurm's notice and the job may not be requeued: retry it
+# what the ranks need from the train step's environment, written into the script (nothing secret: MLflow's
+# settings travel in the file RANK_SECRETS_ENV names)
+EXPORTED = ("PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", "MLFLOW_RUN_ID",
+            RANK_SECRETS_ENV, HEARTBEAT_ENV)
+SRUN = ["srun", "--label", "--kill-on-bad-exit=1", "--distribution=block"]
+
+
+def unsupported(params: Params) -> str | None:
+    """Why this job cannot run as a Slurm job, in one line (None: it can)."""
+    spec, slurm = backend_spec(params.train.backend), params.slurm
+    if spec.with_servers:
+        return f"backend {spec.name} does not run under Slurm yet: use horovod, horovod-tape or multiworker"
+    if params.train.elastic:
+        return "train.elastic does not run under Slurm yet: the allocation's nodes are fixed"
+    if spec.launcher == "process" and slurm.tasks != 1:
+        return (f"backend {spec.name} is one process: set slurm.nodes and slurm.tasks_per_node to 1 (got "
+                f"{slurm.nodes} x {slurm.tasks_per_node})")
+    return None
+
+
+def sbatch_options(params: Params, job_dir: Path) -> list[str]:
+    """The job's #SBATCH options: its shape, where it runs, its output, requeue and the notice."""
+    slurm = params.slurm
+    options = [f"--job-name=ringflow-{params.train.backend}", f"--nodes={slurm.nodes}",
+               f"--ntasks-per-node={slurm.tasks_per_node}", f"--cpus-per-task={slurm.cpus_per_task}"]
+    options += [f"--gpus-per-node={slurm.gpus_per_node}"] if slurm.gpus_per_node else []
+    named = {"partition": slurm.partition, "account": slurm.account, "qos": slurm.qos, "time": slurm.time_limit}
+    options += [f"--{key}={value}" for key, value in named.items() if value]
+    options += [f"--output={job_dir / OUTPUT_PATTERN}", "--open-mode=append",
+                "--requeue" if slurm.requeue else "--no-requeue"]
+    options += [f"--signal=B:USR1@{slurm.notice_seconds}"] if slurm.notice_seconds else []
+    return options
+
+
+def rank_start(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+    """The script's lines that start the ranks (in the background: the notice's trap runs while they do)."""
+    spec, train = backend_spec(params.train.backend), params.train
+    python = shlex.join(trainer_command(config_file))
+    if spec.horovod and controller == "gloo":
+        hosts = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/:$SLURM_NTASKS_PER_NODE/" | paste -sd,)"'
+        command = shlex.join(horovod_command(params, controller, config_file, "HOSTS"))
+        return [f"hosts={hosts}", command.replace(" HOSTS ", ' "$hosts" ') + " &"]
+    srun = shlex.join(SRUN)
+    if spec.horovod:
+        stall = " ".join(f"{key}={value}" for key, value in stall_environment(train.stall_timeout_seconds).items())
+        plugins = "|".join(MPI_PLUGINS)
+        return [f"mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 '{plugins}')  # what srun offers: PMIx, else PMI-2",
+                f'{stall} {srun} --mpi="$mpi" {python} &']
+    if spec.launcher == "cluster":  # each node's ports first, then one worker per task
+        ports = shlex.quote(str(job_dir / "ports")) + '-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"'
+        picker = shlex.join(trainer_command(config_file)[:1] + ["-m", "trainer.slurm_cluster", "ports"])
+        return [f"export {PORTS_DIR_ENV}={ports}",
+                f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 {picker} "${PORTS_DIR_ENV}" '
+                f"{params.slurm.tasks_per_node} || exit 1",
+                f"{srun} {python} &"]
+    return [f"{srun} --nodes=1 --ntasks=1 {python} &"]
+
+
+NOTICE_TRAP = """\
+noticed=0
+notice() {  # Slurm's notice before the time limit: the ranks stop after the report or checkpoint in progress
+  noticed=1
+  echo "ringflow: job $SLURM_JOB_ID got Slurm's notice (SIGUSR1): stopping the ranks after their checkpoint"
+  [ -n "${ranks:-}" ] && kill -%s "$ranks"
+}
+trap notice USR1"""
+
+WAIT_AND_END = """\
+ranks=$!
+wait "$ranks"; code=$?
+while kill -0 "$ranks" 2>/dev/null; do wait "$ranks"; code=$?; done  # a trapped signal ends a wait early
+if [ "$noticed" = 1 ]; then
+  echo "ringflow: job $SLURM_JOB_ID stopped on Slurm's notice; it resumes from its last checkpoint when run again"
+  scontrol requeue "$SLURM_JOB_ID" 2>/dev/null || exit %d
+fi
+exit "$code\""""
+
+
+def batch_script(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+                 job_dir: Path) -> str:
+    """The whole batch script of the job whose processes read `config_file`; its output goes to `job_dir`."""
+    spec = backend_spec(params.train.backend)
+    exports = [f"export {key}={shlex.quote(env[key])}" for key in EXPORTED if key in env]
+    gloo = spec.horovod and controller == "gloo"
+    lines = ["#!/bin/bash",
+             f"# ringflow: a {params.train.backend} training job of {params.train.np} ranks "
+             f"({params.slurm.nodes} nodes x {params.slurm.tasks_per_node}), written by the train step.",
+             f"# Submitted with: sbatch --parsable {shlex.join(params.slurm.sbatch_args)} {job_dir / SCRIPT_NAME}"
+             .replace("  ", " "),
+             *[f"#SBATCH {option}" for option in sbatch_options(params, job_dir)],
+             "set -u", f"cd {shlex.quote(str(ROOT))}", *exports,
+             NOTICE_TRAP % ("TERM" if gloo else "USR1"),  # srun passes USR1 on to every task; horovodrun stops on TERM
+             'echo "ringflow: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})"',
+             *rank_start(params, controller, config_file, job_dir),
+             WAIT_AND_END % STOPPED_ON_NOTICE_EXIT]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,69 @@
+"""The Slurm commands ringflow runs on this machine (the head or login node), each with a time limit and a one-line
+error: submit, ask a job's state, cancel, and what the cluster offers."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+from tasks.launch.slurm.states import JobState, parse_job
+
+MPI_PLUGINS = ("pmix", "pmi2")  # what Open MPI and Horovod start under, in the order the batch script prefers them
+COMMAND_SECONDS = 60  # slurmctld answers in well under a second; a minute means it is down or unreachable
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed; str() is one line (the command and what it said)."""
+
+
+def slurm(command: list[str], timeout: float = COMMAND_SECONDS, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a Slurm command; SlurmError naming it and its last line of error when it fails (check) or hangs."""
+    if shutil.which(command[0]) is None:
+        raise SlurmError(f"{command[0]} is not on PATH: this machine is not a Slurm head or login node")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{command[0]} did not answer in {timeout:.0f} s (is slurmctld up?)") from None
+    if check and done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
+        raise SlurmError(f"{' '.join(command[:2])}: {said}")
+    return done
+
+
+def submit(script: str, sbatch_args: list[str]) -> str:
+    """Submit a batch script; its job id (`sbatch --parsable` prints `id[;cluster]`)."""
+    return slurm(["sbatch", "--parsable", *sbatch_args, script]).stdout.strip().split(";")[0]
+
+
+def test_submit(script: str, sbatch_args: list[str]) -> str | None:
+    """Whether Slurm would take the script (`sbatch --test-only`, nothing submitted): None, or its refusal."""
+    done = slurm(["sbatch", "--test-only", *sbatch_args, script], check=False)
+    if done.returncode == 0:
+        return None
+    return (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
+
+
+def job_state(job_id: str) -> JobState:
+    """A job's state from slurmctld (`scontrol show job`: no accounting needed; kept for MinJobAge after its end)."""
+    return parse_job(slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+
+
+def cancel(job_id: str, wait_seconds: float = 60) -> JobState | None:
+    """scancel the job and wait (bounded) for its end; its last state (None: Slurm no longer knows it)."""
+    slurm(["scancel", job_id], check=False)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            state = job_state(job_id)
+        except SlurmError:
+            return None
+        if state.ended or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def mpi_plugins() -> list[str]:
+    """The MPI plugins srun offers (`srun --mpi=list`)."""
+    done = slurm(["srun", "--mpi=list"])
+    offered = {line.strip() for line in (done.stdout + done.stderr).splitlines()}
+    return [plugin for plugin in MPI_PLUGINS if plugin in offered]

@@ -1,0 +1,128 @@
+"""Follow one Slurm job from the head node, as a process of the train step (so the launcher streams, watches and
+stops it like any other): submit the batch script, print every rank's line from the job's output file (srun's
+`N: ` label made the launcher's `[N]<stdout>:` tag) and each change of the job's state, and end as the job ends.
+Stopped (the flow run cancelled, Ctrl-C, the job's time limit), it cancels the job first. While the job waits in
+the queue it beats for its ranks (no rank exists that could be silent) and gives up after the pending timeout.
+
+    python -m tasks.launch.slurm.follow SCRIPT OUTPUT_DIR RANKS PENDING_MINUTES [SBATCH_ARG ...]
+"""
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from tasks.launch.slurm.commands import SlurmError, cancel, job_state, submit
+from tasks.launch.slurm.states import NEVER_STARTED, PENDING_TIMEOUT_EXIT, JobState, ended_line, submitted_line
+from trainer.protocol import HEARTBEAT_LINE
+
+SRUN_LABEL = re.compile(r"^\s*(?P<rank>\d+): ")  # srun --label
+JOB_IDS_FILE = "jobs"  # in the output directory: every job id submitted (the launcher cancels them when it stops)
+POLL_SECONDS = 1.0
+BEAT_SECONDS = 5.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """The follower was told to stop (its signal's number)."""
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped(signum)
+
+
+def rank_line(line: str) -> str:
+    """srun's labelled line as the launcher's rank line; any other line (horovodrun's own tags, the script's) as is."""
+    return SRUN_LABEL.sub(lambda found: f"[{found['rank']}]<stdout>:", line, count=1)
+
+
+class OutputTail:
+    """The new whole lines of the job's output file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def lines(self) -> list[str]:
+        try:
+            with self.path.open("r", errors="replace") as handle:
+                handle.seek(self.offset)
+                text = handle.read()
+                self.offset = handle.tell()
+        except FileNotFoundError:
+            return []
+        complete, newline, self.partial = (self.partial + text).rpartition("\n")
+        return [rank_line(line) for line in complete.split("\n")] if newline else []
+
+
+def say(line: str, out: TextIO = sys.stdout) -> None:
+    print(line, file=out, flush=True)
+
+
+def state_change(job_id: str, before: JobState | None, now: JobState) -> str | None:
+    """A line when the job's state (or its restarts) changed, else None."""
+    if before is not None and (before.state, before.restarts) == (now.state, now.restarts):
+        return None
+    if before is not None and now.restarts > before.restarts:
+        return f"slurm: job {job_id} requeued (restart {now.restarts}): it resumes from its last checkpoint"
+    where = f" on {now.nodes}" if now.state == "RUNNING" else f" ({now.reason})" if now.reason not in ("", "None") \
+        else ""
+    return f"slurm: job {job_id} {now.state}{where}"
+
+
+def follow(job_id: str, tail: OutputTail, ranks: int, pending_seconds: float) -> int:
+    """Print the job's lines and states until it ends; the follower's exit code (0: COMPLETED)."""
+    submitted, started, before = time.monotonic(), False, None
+    beaten = 0.0
+    while True:
+        now = job_state(job_id)
+        if not now.ended and (change := state_change(job_id, before, now)) is not None:
+            say(change)
+        for line in tail.lines():
+            say(line)
+        before, started = now, started or now.state == "RUNNING"
+        if now.ended:
+            time.sleep(POLL_SECONDS)  # the last writes of the job's steps
+            for line in tail.lines() + ([tail.partial] if tail.partial else []):
+                say(line)
+            say(ended_line(job_id, now))
+            return 0 if now.state == "COMPLETED" else 1
+        if now.waiting and time.monotonic() - beaten >= BEAT_SECONDS:  # no rank exists yet that could be silent
+            beaten = time.monotonic()
+            for rank in range(ranks):
+                say(f"[{rank}]<stdout>:{HEARTBEAT_LINE}")
+        if not started and time.monotonic() - submitted > pending_seconds:
+            cancel(job_id)
+            say(ended_line(job_id, replace(now, state=NEVER_STARTED)))
+            return PENDING_TIMEOUT_EXIT
+        time.sleep(POLL_SECONDS)
+
+
+def main(argv: list[str]) -> int:
+    script, output_dir, ranks, pending_minutes, *sbatch_args = argv
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
+    job_id = None
+    try:
+        job_id = submit(script, sbatch_args)
+        with (Path(output_dir) / JOB_IDS_FILE).open("a") as ids:
+            ids.write(job_id + "\n")
+        say(submitted_line(job_id))
+        return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"), int(ranks),
+                      float(pending_minutes) * 60)
+    except Stopped as stop:
+        if job_id is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's kill_all: the cancel finishes first
+            last = cancel(job_id)
+            say(f"slurm: job {job_id} cancelled ({last.state if last else 'gone'}): the train step was stopped")
+        return 128 + int(stop.args[0])
+    except SlurmError as error:
+        say(f"slurm: {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

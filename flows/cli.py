@@ -11,8 +11,16 @@ from tasks.params import Params, ParamsError, load_params, parse_assignments
 
 
 def with_np(params: Params, np: int) -> Params:
-    """The same params at another process count."""
-    return params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
+    """The same params at another process count (under Slurm: whole nodes of slurm.tasks_per_node ranks, or one
+    node of fewer)."""
+    at_np = params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
+    if params.train.scheduler != "slurm":
+        return at_np
+    per_node = min(params.slurm.tasks_per_node, np)
+    if np % per_node:
+        raise ParamsError(f"np {np} is not a whole number of nodes of slurm.tasks_per_node {per_node}")
+    shape = {"nodes": np // per_node, "tasks_per_node": per_node}
+    return at_np.model_copy(update={"slurm": params.slurm.model_copy(update=shape)})
 
 
 def checked_overrides(prog: str, description: str, argv: list[str] | None,

@@ -24,6 +24,7 @@ FORWARDED_NAMES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
     "SSH_AUTH_SOCK",  # the launcher's own ssh (horovodrun's, mpirun's) reaches the hosts with the user's agent
     "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "KERAS_HOME",
+    "SLURM_CONF",  # where the Slurm commands of a train.scheduler slurm job find the cluster
 })
 FORWARDED_PREFIXES = ("LC_", "TF_", "XLA_", "CUDA_", "NCCL_", "HOROVOD_", "GLOO_", "OMPI_", "PMIX_", "OMP_", "KMP_")
 SECRET_NAME = re.compile(r"SECRET|PASSW|TOKEN|CREDENTIAL|PRIVATE|(^|_)KEY(_|$)", re.IGNORECASE)

@@ -12,7 +12,7 @@ from tasks.atomic import atomic_dir
 from tasks.launch.environment import rank_environment, redact, tracking_environment, write_rank_secrets
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
-from tasks.launch.launchers import launcher_for
+from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.output.metrics_relay import relay_metrics
 from tasks.launch.plan import launch_plan, port_hosts, prepare_launch

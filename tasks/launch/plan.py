@@ -8,8 +8,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tasks.launch.environment import redact
-from tasks.launch.launchers import launcher_for
+from tasks.launch.environment import rank_environment, redact
+from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.supervise.processes import Process
 from tasks.launch.supervise.watch import JobLimits
 from tasks.params import Params
@@ -70,7 +70,7 @@ def describe_launch(params: Params, controller: str | None, config_file: Path) -
     """The launch plan in words: each process's host and command line (server ports are picked at launch), or
     the launcher's own description (a scheduler's batch script)."""
     described = launcher_for(params).describe(params, controller, config_file,
-                                              job_environment(params, {"TF_CONFIG": "{}"}))
+                                              job_environment(params, rank_environment()))
     if described is not None:
         return described
     processes = launch_plan(params, controller, config_file, {"TF_CONFIG": "{}"})

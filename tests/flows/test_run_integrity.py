@@ -17,8 +17,8 @@ import numpy as np
 import psutil
 import pytest
 
-from tasks.launch.supervise.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, make_workspace, memory_limited, run, workspace_env
+from trainer.slurm_cluster import rank_from_environment
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
 
@@ -123,7 +123,7 @@ def kill_a_rank_after_epoch(repo: Path, run_id_holder: list[str], job: subproces
                 cmdline = " ".join(process.info["cmdline"] or [])
                 env = process.info["environ"] or {}
                 if "-m trainer --config" in cmdline and str(repo) in cmdline and \
-                        any(env.get(key) == "1" for key in RANK_VARIABLES):
+                        rank_from_environment(env) == "1":
                     process.send_signal(signal.SIGKILL)
                     return
         time.sleep(0.5)

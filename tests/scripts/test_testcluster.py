@@ -66,3 +66,21 @@ def test_an_up_that_fails_halfway_undoes_what_it_made(ssh_config: Path) -> None:
     assert "rf-h" not in namespaces and not daemons and not STATE.exists()
     assert MARK not in Path("/etc/hosts").read_text()
     assert ssh_config.read_text() == USER_CONFIG
+
+
+def test_up_with_slurm_then_down_leaves_no_daemon_and_no_slurm_conf(ssh_config: Path) -> None:
+    up = run_script("up", "1", "--slurm")
+    assert up.returncode == 0, up.stderr
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%P %T %N"], capture_output=True, text=True)  # /etc/slurm's
+    assert nodes.stdout.split() == ["debug*", "idle", "h1"], nodes.stdout + nodes.stderr
+    assert subprocess.run(["srun", "-N1", "hostname"], capture_output=True, text=True).stdout.strip() == "h1"
+    assert run_script("down").returncode == 0
+    namespaces, daemons = cluster_state()
+    assert "rf-h" not in namespaces and not daemons and not STATE.exists()
+    assert not Path("/etc/slurm/slurm.conf").exists()
+
+
+def test_slurm_needs_the_shared_filesystem() -> None:
+    up = run_script("up", "1", "--slurm", "--private")
+    assert up.returncode != 0
+    assert up.stderr.strip() == "testcluster: up: --slurm needs the shared filesystem (a Slurm job's files), not --private"

@@ -17,6 +17,8 @@ BAD_VALUES = [
     ("train.epochs=0", "bad parameter train.epochs: Input should be greater than or equal to 1"),
     ("epochz=3", "bad parameter epochz: no such parameter"),
     ("shared_fs=maybe", "bad parameter train.shared_fs: Input should be 'auto', true or false (got 'maybe')"),
+    ("slurm.time_limit=90", "bad parameter slurm.time_limit: '90' is not a time limit: [days-]HH:MM:SS"),
+    ("slurm.partition=gpu;rm", "bad parameter slurm.partition: 'gpu;rm' is not a Slurm name"),
 ]
 
 
@@ -45,6 +47,20 @@ def test_overrides_by_plain_and_dotted_name() -> None:
 def test_ambiguous_name_needs_a_section() -> None:
     with pytest.raises(ParamsError, match="seed: ambiguous"):
         load_params({"seed": "1"})
+
+
+def test_under_slurm_np_is_nodes_times_tasks_per_node() -> None:
+    params = load_params({"train.scheduler": "slurm", "slurm.nodes": 3, "slurm.tasks_per_node": 4, "train.np": 2})
+    assert params.train.np == 12
+    assert load_params({"slurm.nodes": 3, "train.np": 2}).train.np == 2  # without the scheduler, np as given
+
+
+def test_hosts_with_scheduler_slurm_are_one_line() -> None:
+    with pytest.raises(ParamsError) as problem:
+        load_params({"train.scheduler": "slurm", "train.hostfile": "hosts.txt"})
+    assert str(problem.value) == ("bad parameter train: hostfile is set but scheduler slurm takes its hosts from the "
+                                  "allocation: leave train.hostfile unset (slurm.nodes and slurm.tasks_per_node say "
+                                  "how many)")
 
 
 def test_assignment_without_equals_is_refused() -> None:

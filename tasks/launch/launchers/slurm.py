@@ -31,7 +31,9 @@ def processes(params: Params, controller: str | None, config_file: Path, env: di
     directory = job_dir(config_file)
     command = [*FOLLOWER, str(directory / SCRIPT_NAME), str(directory), str(params.train.np),
                f"{params.slurm.pending_timeout_minutes:g}", *params.slurm.sbatch_args]
-    return [Process(command, env, hosts=(ALLOCATED,) * params.train.np)]
+    # Slurm decides which GPUs each task sees (CUDA_VISIBLE_DEVICES per task): this machine's choice is not passed
+    submit_env = {key: value for key, value in env.items() if key != "CUDA_VISIBLE_DEVICES"}
+    return [Process(command, submit_env, hosts=(ALLOCATED,) * params.train.np)]
 
 
 def prepare(params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> None:

@@ -44,8 +44,18 @@ def test_submit(script: str, sbatch_args: list[str]) -> str | None:
 
 
 def job_state(job_id: str) -> JobState:
-    """A job's state from slurmctld (`scontrol show job`: no accounting needed; kept for MinJobAge after its end)."""
-    return parse_job(slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+    """A job's state from slurmctld (`scontrol show job`: no accounting needed; kept for MinJobAge after its end),
+    else from the accounting database where there is one (`sacct`)."""
+    shown = slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if shown.returncode == 0:
+        return parse_job(shown.stdout)
+    accounted = slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"], check=False)
+    if accounted.returncode == 0 and accounted.stdout.strip():
+        state, exit_code = accounted.stdout.strip().splitlines()[0].split("|")[:2]
+        return JobState(state.split()[0], exit_code=exit_code)  # "CANCELLED by 0" -> CANCELLED
+    said = (shown.stderr.strip() or shown.stdout.strip()).splitlines()
+    raise SlurmError(f"scontrol show job {job_id}: {said[-1] if said else f'exit {shown.returncode}'} (and no "
+                     f"accounting to ask)")
 
 
 def cancel(job_id: str, wait_seconds: float = 60) -> JobState | None:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from tasks.launch.slurm.commands import SlurmError, cancel, job_state, submit
+from tasks.launch.slurm.commands import COMMAND_SECONDS, SlurmError, cancel, job_state, submit
 from tasks.launch.slurm.states import NEVER_STARTED, PENDING_TIMEOUT_EXIT, JobState, ended_line, submitted_line
 from trainer.protocol import HEARTBEAT_LINE
 
@@ -73,12 +73,24 @@ def state_change(job_id: str, before: JobState | None, now: JobState) -> str | N
     return f"slurm: job {job_id} {now.state}{where}"
 
 
+def current_state(job_id: str, patience: float = COMMAND_SECONDS) -> JobState:
+    """The job's state; a slurmctld that does not answer (restarting, say) is asked again for `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return job_state(job_id)
+        except SlurmError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_SECONDS * 2)
+
+
 def follow(job_id: str, tail: OutputTail, ranks: int, pending_seconds: float) -> int:
     """Print the job's lines and states until it ends; the follower's exit code (0: COMPLETED)."""
     submitted, started, before = time.monotonic(), False, None
     beaten = 0.0
     while True:
-        now = job_state(job_id)
+        now = current_state(job_id)
         if not now.ended and (change := state_change(job_id, before, now)) is not None:
             say(change)
         for line in tail.lines():
@@ -120,7 +132,7 @@ def main(argv: list[str]) -> int:
             say(f"slurm: job {job_id} cancelled ({last.state if last else 'gone'}): the train step was stopped")
         return 128 + int(stop.args[0])
     except SlurmError as error:
-        say(f"slurm: {error}")
+        say(f"slurm: {'the job was not submitted: ' if job_id is None else ''}{error}")
         return 2
 
 

@@ -16,6 +16,7 @@ from tasks.launch import job as job_module
 from tasks.launch.errors import PreflightError
 from tasks.launch.job import TrainResult, job_limits, launch, lead_host, run_job, shipment, train
 from tasks.launch.job_config import job_spec
+from tasks.launch.launchers import base as launchers_base
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.preflight import LaunchCheck
 from tasks.launch.supervise.processes import Process
@@ -91,7 +92,7 @@ def test_a_job_s_lines_reach_the_caller_and_it_ends_when_its_processes_do(tmp_pa
 def test_whatever_ended_the_job_its_ranks_are_stopped_and_results_brought_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     after: list[tuple[str, Any]] = []
-    monkeypatch.setattr(job_module, "stop_job_processes", lambda hosts, marker: after.append(("stop", marker)))
+    monkeypatch.setattr(launchers_base, "stop_job_processes", lambda hosts, marker: after.append(("stop", marker)))
     monkeypatch.setattr(job_module, "bring_back",
                         lambda to_ship, out_dir, checkpoint_dir, on_line, failed: after.append(("back", failed)))
     run_job([python_process("pass")], params(), job_for(tmp_path), tmp_path / "c.json", LaunchCheck(None), print)
@@ -227,7 +228,7 @@ def test_the_clean_up_reaches_every_host_a_rank_said_it_ran_on(tmp_path: Path,
     """An elastic job's ranks run where the discovery script found hosts, not only the listed ones: the hosts the
     ranks name in their `rank R of N on HOST` lines are cleaned too."""
     stopped: list[list[str]] = []
-    monkeypatch.setattr(job_module, "stop_job_processes", lambda hosts, marker: stopped.append(hosts))
+    monkeypatch.setattr(launchers_base, "stop_job_processes", lambda hosts, marker: stopped.append(hosts))
     horovodrun = python_process("print('[0]<stdout>:rank 0 of 2 on h7'); print('[1]<stdout>:rank 1 of 2 on h9')",
                                 label=None)
     run_job([replace(horovodrun, hosts=("h1", "h2"))], params(), job_for(tmp_path), tmp_path / "c.json",

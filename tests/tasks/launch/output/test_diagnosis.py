@@ -105,3 +105,26 @@ def test_a_silent_parameter_server_task_is_named_by_its_label() -> None:
                                   "process or an unreachable host)")
     output.add("[ps0]<stdout>:ValueError: no such variable")
     assert output.error_line("ps0") == "ValueError: no such variable"
+
+
+def test_srun_names_the_task_that_failed_first_and_its_node() -> None:
+    """Ranks under srun: srun's own account gives each task's code and node; the rank's error is quoted."""
+    lines = ["[1]<stdout>:ValueError: bad shard", "srun: error: gpu07: task 1: Exited with exit code 1",
+             "srun: error: gpu06: task 0: Killed", "slurm: job 9 ended FAILED (exit 1:0): a rank failed"]
+    assert explain(lines) == ("rank 1 on gpu07 failed (exit 1): ValueError: bad shard", False)
+
+
+def test_a_slurm_job_that_ran_out_of_time_or_lost_a_node_is_retried_a_cancelled_one_is_not() -> None:
+    for state, retryable in [("TIMEOUT", True), ("NODE_FAIL", True), ("PREEMPTED", True), ("CANCELLED", False),
+                             ("OUT_OF_MEMORY", False)]:
+        line = f"slurm: job 9 ended {state} (exit 0:15): why"
+        assert explain(["srun: error: h1: task 0: Terminated", line]) == \
+            (f"Slurm job 9 ended {state} (exit 0:15): why", retryable)
+
+
+def test_a_slurm_job_that_never_started_is_one_line_and_not_retried() -> None:
+    line = ("slurm: job 9 ended NEVER_STARTED (exit 0:0): it did not start within slurm.pending_timeout_minutes and "
+            "was cancelled (it waited for Resources)")
+    assert explain([line], code=3) == (
+        "Slurm job 9 ended NEVER_STARTED (exit 0:0): it did not start within slurm.pending_timeout_minutes and was "
+        "cancelled (it waited for Resources)", False)

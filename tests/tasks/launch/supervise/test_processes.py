@@ -7,8 +7,8 @@ import psutil
 import pytest
 
 from tasks.launch.supervise.processes import Process, RankFailed, run_processes, run_streaming
-from tasks.launch.supervise.watch import RANK_VARIABLES
 from tests.helpers import PYTHON, ROOT, quiet_env
+from trainer.slurm_cluster import rank_from_environment
 
 pytestmark = pytest.mark.slow  # real horovodrun
 
@@ -40,7 +40,7 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path,
             for process in psutil.process_iter(["cmdline", "environ"]):
                 if "-m trainer --config" in " ".join(process.info["cmdline"] or []) and \
                         str(tmp_path) in " ".join(process.info["cmdline"]) and \
-                        any((process.info["environ"] or {}).get(key) == "1" for key in RANK_VARIABLES):
+                        rank_from_environment(process.info["environ"] or {}) == "1":
                     os.kill(process.pid, signal.SIGSTOP)
                     stopped.append(process.pid)
 

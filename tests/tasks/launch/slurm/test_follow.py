@@ -1,0 +1,37 @@
+"""The follower's pieces that need no Slurm: srun's labels made rank tags, the output file read in whole lines as
+it grows, and the lines for a job's changes of state."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.launch.slurm.follow import OutputTail, rank_line, state_change
+from tasks.launch.slurm.states import JobState
+
+
+def test_srun_labels_become_the_launchers_rank_tags_and_other_lines_stay() -> None:
+    assert rank_line("1: epoch 3: loss=0.2") == "[1]<stdout>:epoch 3: loss=0.2"
+    assert rank_line(" 12: rank 12 of 16 on gpu07") == "[12]<stdout>:rank 12 of 16 on gpu07"
+    assert rank_line("[0]<stdout>:rank 0 of 2 on h1") == "[0]<stdout>:rank 0 of 2 on h1"  # horovodrun's own tag
+    assert rank_line("srun: error: h2: task 1: Exited with exit code 1") == \
+        "srun: error: h2: task 1: Exited with exit code 1"
+
+
+def test_the_output_is_read_in_whole_lines_as_the_file_grows(tmp_path: Path) -> None:
+    output = tmp_path / "slurm-7.out"
+    tail = OutputTail(output)
+    assert tail.lines() == []  # not written yet
+    output.write_text("0: first\n1: sec")
+    assert tail.lines() == ["[0]<stdout>:first"]
+    with output.open("a") as handle:
+        handle.write("ond\n\n")
+    assert tail.lines() == ["[1]<stdout>:second", ""] and tail.lines() == []
+
+
+def test_changes_of_state_and_requeues_are_said_once() -> None:
+    pending, running = JobState("PENDING", "Priority"), JobState("RUNNING", nodes="h[1-2]")
+    assert state_change("7", None, pending) == "slurm: job 7 PENDING (Priority)"
+    assert state_change("7", pending, running) == "slurm: job 7 RUNNING on h[1-2]"
+    assert state_change("7", running, running) is None
+    requeued = JobState("PENDING", "BeginTime", restarts=1)
+    assert state_change("7", running, requeued) == \
+        "slurm: job 7 requeued (restart 1): it resumes from its last checkpoint"

@@ -1,0 +1,245 @@
+"""The training step as a Slurm job, for real: the test cluster's Slurm (`scripts/testcluster.sh up 2 --slurm`),
+slurmctld on this machine and a slurmd on each of h1 and h2, with their munged. Every job is submitted by the train
+step from this machine, the head node, and followed there."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tasks.launch.job import train
+from tasks.launch.output.diagnosis import RankFailed
+from tasks.launch.preflight import PreflightError, check_launch
+from tasks.outputs.evaluate import evaluate
+from tasks.params import Params, SlurmParams, TrainParams, load_params
+from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
+from tests.helpers import BIN, api_call, make_workspace, run, workspace_env
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
+from tests.tasks.launch.test_cluster import wait_until
+from trainer.protocol import resumed_epochs, weights_digests
+
+pytestmark = pytest.mark.slow  # real Slurm daemons, munge, Horovod and TensorFlow across two nodes
+RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
+JOB_ID = re.compile(r"slurm: submitted batch job (\d+)")
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[str]]:
+    yield from cluster_up("--slurm")
+
+def slurm_params(epochs: int, backend: str = "horovod", controller: str = "auto", **slurm: object) -> Params:
+    return Params(train=TrainParams(scheduler="slurm", backend=backend, controller=controller, epochs=epochs,
+                                    tensorboard=False), slurm=SlurmParams(**slurm))  # type: ignore[arg-type]
+
+def job_field(job_id: str, field: str) -> str:
+    """One field of `scontrol show job` (the job's record is kept for MinJobAge after its end)."""
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True)
+    found = re.search(rf"\b{field}=(\S*)", shown.stdout)
+    assert found, shown.stdout
+    return found[1]
+
+def no_rank_left() -> bool:
+    return not ranks_on("h1") and not ranks_on("h2")
+
+def assert_two_node_training(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    assert re.search(r"rank 0 of 2 on h1\b", text) and re.search(r"rank 1 of 2 on h2\b", text), text[-3000:]
+    digests = [digest for _, digest in weights_digests(text)]
+    assert len(digests) == 2 and digests[0] == digests[1]  # synchronous training kept both nodes' weights equal
+
+@pytest.mark.parametrize(("controller", "start"), [
+    ("mpi", 'srun --label --kill-on-bad-exit=1 --distribution=block --mpi="$mpi" '),
+    ("gloo", '--gloo -np 2 -H "$hosts" ')], ids=["mpi-srun", "gloo-horovodrun-in-the-allocation"])
+def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tmp_path: Path, controller: str,
+                                                          start: str) -> None:
+    """The whole pipeline with train.scheduler slurm, ranks on h1 and h2: the MLflow run FINISHED with every epoch
+    and tagged with the job id, the job COMPLETED in Slurm, both ranks' weights equal."""
+    workspace = make_workspace(tmp_path / "workspace")
+    overrides = ["train.scheduler=slurm", "train.epochs=4", f"train.controller={controller}"]
+    done = run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,
+               workspace_env(workspace))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    said = done.stdout + done.stderr
+    run_id, job_id = RUN_ID.search(said)[1], JOB_ID.search(said)[1]  # type: ignore[index]
+    job_files = workspace / "outputs" / "runs" / run_id / "slurm"
+    assert start in (job_files / "job.sh").read_text()
+    assert job_field(job_id, "JobState") == "COMPLETED"
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlruns' / 'mlflow.db'}")
+    mlflow_run = client.get_run(run_id)
+    assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["slurm.job_id"] == job_id
+    assert len(client.get_metric_history(run_id, "loss")) == 4
+    log = (job_files / f"slurm-{job_id}.out").read_text()
+    assert_two_node_training(re.sub(r"^\s*(\d+): ", r"[\1]<stdout>:", log, flags=re.M).splitlines())
+
+
+@pytest.mark.parametrize(("backend", "controller"), [("horovod", "mpi"), ("horovod", "gloo"),
+                                                     ("multiworker", "auto")],
+                         ids=["horovod-mpi", "horovod-gloo", "multiworker"])
+def test_two_nodes_through_slurm_train_as_well_as_one_host(cluster: list[str], digits_data: Path, tmp_path: Path,
+                                                           backend: str, controller: str) -> None:
+    """World size 2 across h1 and h2, equal weights on both, and the test accuracy of the same training on this
+    machine alone (the same seed, shards and global batch: within 2 points)."""
+    lines: list[str] = []
+    params = slurm_params(6, backend, controller)
+    result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    text = "\n".join(lines)
+    if backend == "horovod":
+        assert_two_node_training(lines)
+    else:
+        digests = dict(weights_digests(text))
+        assert set(digests) == {"task=worker:0", "task=worker:1"} and len(set(digests.values())) == 1, text[-2000:]
+    assert result.summary["world_size"] == 2 and no_rank_left()
+    one_host = params.model_copy(update={"train": params.train.model_copy(update={"scheduler": "none"})})
+    alone = train(one_host, digits_data, tmp_path / "alone", tmp_path / "alone-checkpoints", None, print)
+    accuracies = [evaluate(model, digits_data).metrics["test_accuracy"]
+                  for model in (result.model_dir, alone.model_dir)]
+    print(f"test accuracy: two nodes through Slurm {accuracies[0]:.4f}, this machine alone {accuracies[1]:.4f}")
+    assert accuracies[0] >= 0.8 and abs(accuracies[0] - accuracies[1]) <= 0.02, accuracies
+
+
+def test_a_node_lost_mid_training_requeues_the_job_which_resumes(cluster: list[str], digits_data: Path,
+                                                                  tmp_path: Path) -> None:
+    """h2 set DOWN after epoch 3: Slurm requeues the job (same id, Restarts=1), which resumes from the last
+    checkpoint once h2 is back (ReturnToService), losing at most the epoch in progress."""
+    lines: list[str] = []
+
+    def down_after_epoch_3(line: str) -> None:
+        lines.append(line)
+        if re.search(r"epoch 3: ", line):
+            subprocess.run(["scontrol", "update", "nodename=h2", "state=down", "reason=lost"], check=True)
+    result = train(slurm_params(12), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
+                   down_after_epoch_3)
+    text = "\n".join(lines)
+    job_id = JOB_ID.search(text)[1]  # type: ignore[index]
+    assert f"slurm: job {job_id} requeued (restart 1)" in text, text[-3000:]
+    assert resumed_epochs(text) and resumed_epochs(text)[0] >= 3, text[-3000:]
+    assert job_field(job_id, "Restarts") == "1" and job_field(job_id, "JobState") == "COMPLETED"
+    assert len(result.summary["history"]["loss"]) == 12 - resumed_epochs(text)[0]
+    assert no_rank_left()
+
+def test_a_node_failure_without_requeue_fails_retryably_and_the_retry_resumes(cluster: list[str],
+                                                                              digits_data: Path,
+                                                                              tmp_path: Path) -> None:
+    lines: list[str] = []
+
+    def down_after_epoch_3(line: str) -> None:
+        lines.append(line)
+        if re.search(r"epoch 3: ", line):
+            subprocess.run(["scontrol", "update", "nodename=h2", "state=down", "reason=lost"], check=True)
+    params = slurm_params(12, requeue=False)
+    with pytest.raises(RankFailed) as failure:
+        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, down_after_epoch_3)
+    assert "ended NODE_FAIL" in str(failure.value) and failure.value.retryable, str(failure.value)
+    assert wait_until(no_rank_left, 60)
+    subprocess.run(["scontrol", "update", "nodename=h2", "state=resume"], check=False)  # if not back already
+    lines.clear()
+    train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    assert resumed_epochs("\n".join(lines))[0] >= 3
+
+def test_slurms_notice_stops_the_ranks_after_their_checkpoint_and_the_job_resumes(cluster: list[str],
+                                                                                  digits_data: Path,
+                                                                                  tmp_path: Path) -> None:
+    """The notice before a time limit (what `--signal=B:USR1@N` sends, here at once with scancel): the ranks stop,
+    the job requeues itself and resumes from the checkpoint of the epoch before."""
+    lines: list[str] = []
+
+    def notice_after_epoch_3(line: str) -> None:
+        lines.append(line)
+        if re.search(r"epoch 3: ", line):
+            job_id = JOB_ID.search("\n".join(lines))[1]  # type: ignore[index]
+            subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
+    train(slurm_params(12), digits_data, tmp_path / "model", tmp_path / "checkpoints", None, notice_after_epoch_3)
+    text = "\n".join(lines)
+    assert "stopping on SIGUSR1" in text and "stopped on Slurm's notice" in text, text[-3000:]
+    assert "requeued (restart 1)" in text and resumed_epochs(text)[0] >= 3, text[-3000:]
+
+def test_a_time_limit_shorter_than_the_training_times_out_then_the_retry_resumes(cluster: list[str],
+                                                                                  digits_data: Path,
+                                                                                  tmp_path: Path) -> None:
+    lines: list[str] = []
+    short = slurm_params(100_000, time_limit="00:01:00", notice_seconds=0)
+    with pytest.raises(RankFailed) as failure:
+        train(short, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+    assert "ended TIMEOUT" in str(failure.value) and failure.value.retryable, str(failure.value)
+    epochs_done = max(int(found) for found in re.findall(r"epoch (\d+): ", "\n".join(lines)))
+    lines.clear()
+    train(slurm_params(epochs_done + 3), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
+          lines.append)
+    assert resumed_epochs("\n".join(lines))[0] >= epochs_done - 1  # at most the epoch in progress was lost
+
+def jobs_known() -> int:
+    shown = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True).stdout
+    return len(re.findall(r"JobId=", shown))
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({"slurm.partition": "gpu"}, "slurm.partition gpu: no such partition (the cluster has debug)"),
+    ({"slurm.nodes": 3}, "slurm.nodes 3 exceeds the 2 nodes of partition debug"),
+    ({"slurm.tasks_per_node": 3}, "slurm.tasks_per_node 3 x cpus_per_task 1 exceeds the 2 CPUs of partition debug's"),
+    ({"slurm.gpus_per_node": 1}, "sbatch --test-only refused the job: "),
+    ({"train.backend": "parameter-server"}, "backend parameter-server does not run under Slurm yet"),
+])
+def test_bad_settings_end_in_one_line_before_any_job_is_submitted(cluster: list[str], digits_data: Path,
+                                                                  settings: dict, expected: str) -> None:
+    before = jobs_known()
+    with pytest.raises(PreflightError) as problem:
+        check_launch(load_params({"train.scheduler": "slurm", **settings}), digits_data)
+    assert expected in str(problem.value) and "\n" not in str(problem.value), str(problem.value)
+    assert jobs_known() == before
+
+def test_an_unknown_partition_stops_the_pipeline_in_one_last_line_before_the_run_opens(cluster: list[str],
+                                                                                        tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "workspace")
+    done = run([str(BIN / "python"), "-m", "flows.pipeline", "--set", "train.scheduler=slurm", "--set",
+                "slurm.partition=gpu"], workspace, workspace_env(workspace))
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == \
+        "error: slurm.partition gpu: no such partition (the cluster has debug)"
+    assert "mlflow run id" not in done.stdout + done.stderr
+
+
+def test_a_job_that_cannot_start_in_time_is_cancelled_in_one_line(cluster: list[str], digits_data: Path,
+                                                                  tmp_path: Path) -> None:
+    """Both nodes taken by another job: ours waits past slurm.pending_timeout_minutes, is cancelled, and the step
+    fails in one line that says why it waited (not retried)."""
+    blocker = subprocess.run(["sbatch", "--parsable", "--nodes=2", "--exclusive", "--wrap", "sleep 600"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        assert wait_until(lambda: job_field(blocker, "JobState") == "RUNNING", 30)
+        with pytest.raises(RankFailed) as failure:
+            train(slurm_params(2, pending_timeout_minutes=0.1), digits_data, tmp_path / "model",
+                  tmp_path / "checkpoints", None, print)
+    finally:
+        subprocess.run(["scancel", blocker], check=True)
+    message = str(failure.value)
+    assert "ended NEVER_STARTED" in message and "it waited for Resources" in message, message
+    assert not failure.value.retryable
+    job_id = re.search(r"Slurm job (\d+)", message)[1]  # type: ignore[index]
+    assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 30)
+
+def test_cancelling_a_deployment_run_cancels_the_slurm_job(cluster: list[str],
+                                                           served: Served) -> None:  # noqa: F811 (the fixture)
+    """`prefect flow-run cancel` of a deployment run training through Slurm: the job is CANCELLED in Slurm, no
+    rank is left on either node, and the MLflow run is not FINISHED."""
+    overrides = 'overrides={"train.scheduler": "slurm", "train.epochs": 2000}'
+    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param", overrides],
+                  served.repo, served.env, timeout=300)
+    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
+    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
+    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both nodes"
+    job_ids = list((served.repo / "outputs" / "runs").glob("*/slurm/jobs"))
+    assert len(job_ids) == 1
+    job_id, run_id = job_ids[0].read_text().split()[0], job_ids[0].parent.parent.name
+    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id[1]], served.repo, served.env, timeout=120)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+
+    def cancelled() -> bool:
+        return api_call(served.api, f"/flow_runs/{flow_run_id[1]}")["state"]["type"] == "CANCELLED"
+    assert wait_until(cancelled, 120)
+    assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 60), job_field(job_id, "JobState")
+    assert wait_until(no_rank_left, 60), (ranks_on("h1"), ranks_on("h2"))
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    assert client.get_run(run_id).info.status != "FINISHED"

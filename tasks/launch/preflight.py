@@ -61,7 +61,8 @@ def check_slots(train: TrainParams, resolve: bool = True) -> dict[str, int]:
 
 def check_settings(params: Params, resolve: bool = True) -> str | None:
     """The checks that need no data and no other host: hosts and slots, the interface's name, elastic settings,
-    Horovod's build. Returns Horovod's controller (None: a tf.distribute backend)."""
+    Horovod's build; a Slurm job's against the cluster (unless not resolving). Returns Horovod's controller (None:
+    a tf.distribute backend)."""
     train = params.train
     if train.scheduler == "slurm" and (problem := unsupported(params)):
         raise PreflightError(problem)
@@ -71,7 +72,10 @@ def check_settings(params: Params, resolve: bool = True) -> str | None:
         raise PreflightError(problem)  # this machine's own interfaces; the other hosts' are asked by the probe
     if problem := elastic_problem(train, ()):
         raise PreflightError(problem)
-    return check_horovod(train) if backend_spec(train.backend).horovod else None
+    controller = check_horovod(train) if backend_spec(train.backend).horovod else None
+    if train.scheduler == "slurm" and resolve and (problem := slurm_problem(params, controller)):
+        raise PreflightError(problem)  # Slurm is asked (in milliseconds) like host names are resolved
+    return controller
 
 
 def check_data(params: Params, data_dir: Path, gpus_per_host: int) -> None:
@@ -122,9 +126,10 @@ def probe_hosts(params: Params, data_dir: Path, slots: dict[str, int]) -> dict[s
 
 def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     """The whole preflight: settings, hosts (probed over ssh), the data; all it found out for the launch."""
-    controller = check_settings(params)
+    controller = check_settings(params)  # a Slurm job's checks included
     if params.train.scheduler == "slurm":
-        return check_slurm_launch(params, data_dir, controller)
+        check_data(params, data_dir, params.slurm.gpus_per_node)
+        return LaunchCheck(controller, params.slurm.gpus_per_node)
     slots = host_slots(params.train)
     answers = probe_hosts(params, data_dir, slots)
     gpus = first_host_gpus(slots, answers)
@@ -136,14 +141,6 @@ def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
     with_data = tuple(host for host in unshared if probed[host]["data_key"] == key)
     return LaunchCheck(controller, gpus, unshared, with_data)
-
-
-def check_slurm_launch(params: Params, data_dir: Path, controller: str | None) -> LaunchCheck:
-    """A Slurm job's preflight: Slurm asked about the job (nothing submitted), the data against its GPUs."""
-    if problem := slurm_problem(params, controller):
-        raise PreflightError(problem)
-    check_data(params, data_dir, params.slurm.gpus_per_node)
-    return LaunchCheck(controller, params.slurm.gpus_per_node)
 
 
 def dry_run_check(params: Params, data_dir: Path) -> LaunchCheck:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tasks.params import Params, ParamsError, load_params
 from tasks.versioning import dvc
 
-STAGE_PARAMS = ("data", "input", "train", "registry")  # the params dvc.yaml's stages record
+STAGE_PARAMS = ("data", "input", "train", "slurm", "registry")  # the params dvc.yaml's stages record
 
 
 def check_versionable(params: Params) -> None:

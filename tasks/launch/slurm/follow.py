@@ -128,8 +128,9 @@ def main(argv: list[str]) -> int:
     except Stopped as stop:
         if job_id is not None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's kill_all: the cancel finishes first
-            last = cancel(job_id)
-            say(f"slurm: job {job_id} cancelled ({last.state if last else 'gone'}): the train step was stopped")
+            last = cancel(job_id) or JobState("CANCELLED")
+            say(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the flow run "
+                                         "cancelled, or train.timeout_minutes)"))
         return 128 + int(stop.args[0])
     except SlurmError as error:
         say(f"slurm: {'the job was not submitted: ' if job_id is None else ''}{error}")

@@ -41,3 +41,9 @@ def test_the_end_line_round_trips_and_says_whether_a_retry_may_pass() -> None:
 
 def test_the_submitted_line_round_trips() -> None:
     assert parse_submitted(submitted_line("42")) == "42" and parse_submitted("slurm: job 42 RUNNING") is None
+
+
+def test_the_follower_may_say_why_a_job_ended_in_its_own_words() -> None:
+    line = ended_line("4", JobState("CANCELLED"), "cancelled by scancel: the train step was stopped")
+    assert line == "slurm: job 4 ended CANCELLED (exit 0:0): cancelled by scancel: the train step was stopped"
+    assert parse_ended(line) == ("4", "CANCELLED", "0:0", "cancelled by scancel: the train step was stopped")

@@ -20,7 +20,9 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -31,6 +33,26 @@ from tasks.paths import ROOT
 SCRIPT = ROOT / "scripts" / "testcluster.sh"
 BIN = ROOT / ".venv" / "bin"
 HOSTS = "h1:1,h2:1"
+
+
+@contextmanager
+def cluster_with_data(images: int, *up_options: str) -> Iterator[tuple[Path, Path]]:
+    """The test cluster up (`up 2` with the options) and `images` generated images prepared in a scratch folder:
+    (the prepared data, the scratch folder); the cluster down afterwards, whatever happened."""
+    from tasks.data.prepare import prepare
+    from tasks.params import DataParams
+    subprocess.run(["bash", SCRIPT, "down"], check=True)
+    subprocess.run(["bash", SCRIPT, "up", "2", *up_options], check=True, stdout=subprocess.DEVNULL)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            pixels, labels = generated_images(images)
+            np.savez(work / "data.npz", x=pixels, y=labels)
+            prepare(DataParams(dataset=f"npz:{work / 'data.npz'}", val_fraction=0.01, test_fraction=0.01),
+                    work / "prepared", progress=False)
+            yield work / "prepared", work
+    finally:
+        subprocess.run(["bash", SCRIPT, "down"], check=True)
 
 
 def throughput(data: Path, work: Path, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -110,22 +132,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--private", action="store_true", help="hosts without the shared filesystem")
     args = parser.parse_args()
-    from tasks.data.prepare import prepare
-    from tasks.params import DataParams
-    subprocess.run(["bash", SCRIPT, "down"], check=True)
-    subprocess.run(["bash", SCRIPT, "up", "2", *(["--private"] if args.private else [])], check=True,
-                   stdout=subprocess.DEVNULL)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            images, labels = generated_images(args.images)
-            np.savez(work / "data.npz", x=images, y=labels)
-            prepare(DataParams(dataset=f"npz:{work / 'data.npz'}", val_fraction=0.01, test_fraction=0.01),
-                    work / "prepared", progress=False)
-            rates = throughput(work / "prepared", work, args)
+    with cluster_with_data(args.images, *(["--private"] if args.private else [])) as (prepared, work):
+        rates = throughput(prepared, work, args)
         times = time_to_first_epoch(args)
-    finally:
-        subprocess.run(["bash", SCRIPT, "down"], check=True)
     report(rates, times, args)
 
 

@@ -14,17 +14,13 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.data_pipeline import generated_images
-from tasks.paths import ROOT
+from benchmarks.cluster import cluster_with_data
 
-SCRIPT = ROOT / "scripts" / "testcluster.sh"
 WAYS = {"slurm": {"scheduler": "slurm"}, "ssh": {"hosts": "h1:1,h2:1"}}
 
 
@@ -81,20 +77,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    from tasks.data.prepare import prepare
-    from tasks.params import DataParams
-    subprocess.run(["bash", SCRIPT, "down"], check=True)
-    subprocess.run(["bash", SCRIPT, "up", "2", "--slurm"], check=True, stdout=subprocess.DEVNULL)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            images, labels = generated_images(args.images)
-            np.savez(work / "data.npz", x=images, y=labels)
-            prepare(DataParams(dataset=f"npz:{work / 'data.npz'}", val_fraction=0.01, test_fraction=0.01),
-                    work / "prepared", progress=False)
-            results = measure(work / "prepared", work, args)
-    finally:
-        subprocess.run(["bash", SCRIPT, "down"], check=True)
+    with cluster_with_data(args.images, "--slurm") as (prepared, work):
+        results = measure(prepared, work, args)
     report(results, args)
 
 

@@ -44,3 +44,13 @@ def test_tf_config_is_set_only_under_a_slurm_multiworker_job(tmp_path: Path) -> 
     plain: dict[str, str] = {}
     set_tf_config_from_allocation(plain)
     assert plain == {}
+
+
+def test_workers_built_from_the_allocation_each_take_their_own_gpu_on_their_node(tmp_path: Path) -> None:
+    """Two nodes of two workers: worker k's GPU slot is its place among its node's workers (SLURM_LOCALID)."""
+    from trainer.backends.task_devices import local_gpu_slot
+    for node, name in enumerate(["gpu01", "gpu02"]):
+        write_node_ports(tmp_path, 2, {"SLURMD_NODENAME": name, "SLURM_NODEID": str(node)})
+    slots = [local_gpu_slot(allocation_tf_config(tmp_path, {"SLURM_PROCID": str(rank)}), "MultiWorkerMirroredStrategy")
+             for rank in range(4)]
+    assert slots == [0, 1, 0, 1]

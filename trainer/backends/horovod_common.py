@@ -14,6 +14,13 @@ from trainer.config import TrainerConfig
 from trainer.protocol import placed_line, resumed_line
 
 
+def own_gpu(local_rank: int, visible: int) -> int:
+    """The visible GPU a rank takes: its local rank's, where it sees all of its host's (horovodrun, mpirun, srun
+    with --gpus-per-node); its only one, where the scheduler gave each task its own (srun with --gpus-per-task sets
+    CUDA_VISIBLE_DEVICES per task, and "GPU number local rank" would not exist)."""
+    return local_rank % visible
+
+
 def start(config: TrainerConfig) -> tuple[int, int]:
     """Join the ranks, pin devices, seed; returns (rank, size)."""
     hvd.init()  # Horovod: join the ranks
@@ -21,7 +28,7 @@ def start(config: TrainerConfig) -> tuple[int, int]:
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
-        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")  # Horovod: one GPU per rank
+        tf.config.set_visible_devices(gpus[own_gpu(hvd.local_rank(), len(gpus))], "GPU")  # Horovod: one GPU per rank
     else:
         cores_per_rank = max(1, (os.cpu_count() or 1) // hvd.local_size())  # Horovod: share the host's cores
         threads = config.train.intra_op_threads or cores_per_rank

@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 
 NEVER_STARTED = "NEVER_STARTED"  # ringflow's word: the job waited in the queue past slurm.pending_timeout_minutes
-WAITING = ("PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "CONFIGURING", "SUSPENDED")
 # a job's end that running it again may pass: the retry (or Slurm's requeue) resumes from the last checkpoint
 RETRYABLE_ENDS = ("TIMEOUT", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE")
 ENDS = ("COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", *RETRYABLE_ENDS)
@@ -38,7 +37,8 @@ class JobState:
 
     @property
     def waiting(self) -> bool:
-        return self.state in WAITING or self.state == "COMPLETING" and not self.nodes
+        """No rank of the job runs (queued, requeued, completing, suspended): none can be silent."""
+        return not self.ended and self.state != "RUNNING"
 
 
 def parse_job(line: str) -> JobState:

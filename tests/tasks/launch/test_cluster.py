@@ -213,20 +213,31 @@ def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
     return condition()
 
 
+def start_deployment_run(serving: Served, overrides: str) -> str:
+    """`prefect deployment run training-pipeline/train` with these overrides (JSON); the flow run's id, once its
+    ranks run on both hosts."""
+    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param",
+                   f"overrides={overrides}"], serving.repo, serving.env, timeout=300)
+    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
+    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
+    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
+    return flow_run_id[1]
+
+
+def cancel_flow_run(serving: Served, flow_run_id: str) -> None:
+    """`prefect flow-run cancel`, and a bounded wait for the run's CANCELLED state."""
+    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id], serving.repo, serving.env, timeout=120)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+
+    def cancelled() -> bool:
+        return api_call(serving.api, f"/flow_runs/{flow_run_id}")["state"]["type"] == "CANCELLED"
+    assert wait_until(cancelled, 120)
+
+
 def test_cancelling_a_deployment_run_leaves_no_process_on_any_host(
         cluster: list[str], served: Served) -> None:  # noqa: F811 (served: the imported fixture)
     """`prefect deployment run` of training across h1 and h2 through `make serve`, cancelled mid-training with
     `prefect flow-run cancel`: the worker stops the run's process group, and with it every rank on every host."""
-    overrides = 'overrides={"train.hosts": "h1:1,h2:1", "train.epochs": 2000}'
-    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param", overrides],
-                  served.repo, served.env, timeout=300)
-    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
-    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
-    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
-    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id[1]], served.repo, served.env, timeout=120)
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-
-    def cancelled() -> bool:
-        return api_call(served.api, f"/flow_runs/{flow_run_id[1]}")["state"]["type"] == "CANCELLED"
-    assert wait_until(cancelled, 120)
+    flow_run_id = start_deployment_run(served, '{"train.hosts": "h1:1,h2:1", "train.epochs": 2000}')
+    cancel_flow_run(served, flow_run_id)
     assert wait_until(lambda: not ranks_on("h1") and not ranks_on("h2"), 60), (ranks_on("h1"), ranks_on("h2"))

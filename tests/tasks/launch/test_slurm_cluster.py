@@ -16,9 +16,9 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
 from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
-from tests.helpers import BIN, api_call, make_workspace, run, workspace_env
+from tests.helpers import BIN, make_workspace, run, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
-from tests.tasks.launch.test_cluster import wait_until
+from tests.tasks.launch.test_cluster import cancel_flow_run, start_deployment_run, wait_until
 from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real Slurm daemons, munge, Horovod and TensorFlow across two nodes
@@ -223,21 +223,11 @@ def test_cancelling_a_deployment_run_cancels_the_slurm_job(cluster: list[str],
                                                            served: Served) -> None:  # noqa: F811 (the fixture)
     """`prefect flow-run cancel` of a deployment run training through Slurm: the job is CANCELLED in Slurm, no
     rank is left on either node, and the MLflow run is not FINISHED."""
-    overrides = 'overrides={"train.scheduler": "slurm", "train.epochs": 2000}'
-    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param", overrides],
-                  served.repo, served.env, timeout=300)
-    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
-    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
-    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both nodes"
+    flow_run_id = start_deployment_run(served, '{"train.scheduler": "slurm", "train.epochs": 2000}')
     job_ids = list((served.repo / "outputs" / "runs").glob("*/slurm/jobs"))
     assert len(job_ids) == 1
     job_id, run_id = job_ids[0].read_text().split()[0], job_ids[0].parent.parent.name
-    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id[1]], served.repo, served.env, timeout=120)
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-
-    def cancelled() -> bool:
-        return api_call(served.api, f"/flow_runs/{flow_run_id[1]}")["state"]["type"] == "CANCELLED"
-    assert wait_until(cancelled, 120)
+    cancel_flow_run(served, flow_run_id)
     assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 60), job_field(job_id, "JobState")
     assert wait_until(no_rank_left, 60), (ranks_on("h1"), ranks_on("h2"))
     from mlflow.tracking import MlflowClient

@@ -36,3 +36,9 @@ def test_a_job_whose_checkpoint_holds_every_epoch_stops_before_training(
 def test_gradients_are_compressed_to_fp16_only_when_asked(tmp_path: Path) -> None:
     assert compression(trainer_config(tmp_path, tmp_path, fp16_allreduce=True)) is hvd.Compression.fp16
     assert compression(trainer_config(tmp_path, tmp_path)) is hvd.Compression.none
+
+
+def test_a_rank_takes_its_local_ranks_gpu_or_the_one_slurm_gave_its_task() -> None:
+    from trainer.backends.horovod_common import own_gpu
+    assert [own_gpu(local_rank, 4) for local_rank in range(4)] == [0, 1, 2, 3]  # every task sees the node's 4
+    assert [own_gpu(local_rank, 1) for local_rank in range(4)] == [0, 0, 0, 0]  # --gpus-per-task: one each

@@ -113,15 +113,23 @@ def follow(job_id: str, tail: OutputTail, ranks: int, pending_seconds: float) ->
         time.sleep(POLL_SECONDS)
 
 
+def submit_and_note(script: str, sbatch_args: list[str], output_dir: Path) -> str:
+    """Submit the job; its id, noted where the launcher's stop finds it."""
+    job_id = submit(script, sbatch_args)
+    with (output_dir / JOB_IDS_FILE).open("a") as ids:
+        ids.write(job_id + "\n")
+    return job_id
+
+
 def main(argv: list[str]) -> int:
     script, output_dir, ranks, pending_minutes, *sbatch_args = argv
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stopped)
     job_id = None
     try:
-        job_id = submit(script, sbatch_args)
-        with (Path(output_dir) / JOB_IDS_FILE).open("a") as ids:
-            ids.write(job_id + "\n")
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # a stop waits until the id is known here and noted
+        job_id = submit_and_note(script, sbatch_args, Path(output_dir))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         say(submitted_line(job_id))
         return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"), int(ranks),
                       float(pending_minutes) * 60)

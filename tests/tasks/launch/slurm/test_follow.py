@@ -35,3 +35,17 @@ def test_changes_of_state_and_requeues_are_said_once() -> None:
     requeued = JobState("PENDING", "BeginTime", restarts=1)
     assert state_change("7", running, requeued) == \
         "slurm: job 7 requeued (restart 1): it resumes from its last checkpoint"
+
+
+def test_a_job_that_cannot_be_submitted_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    env = dict(os.environ, PATH="/nonexistent", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "tasks.launch.slurm.follow", str(tmp_path / "job.sh"), str(tmp_path),
+                           "2", "1"], env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "slurm: the job was not submitted: sbatch is not on PATH: this "
+                                                 "machine is not a Slurm head or login node\n")
+    assert not (tmp_path / "jobs").exists()

@@ -204,7 +204,8 @@ def test_a_job_that_cannot_start_in_time_is_cancelled_in_one_line(cluster: list[
                                                                   tmp_path: Path) -> None:
     """Both nodes taken by another job: ours waits past slurm.pending_timeout_minutes, is cancelled, and the step
     fails in one line that says why it waited (not retried)."""
-    blocker = subprocess.run(["sbatch", "--parsable", "--nodes=2", "--exclusive", "--wrap", "sleep 600"],
+    blocker = subprocess.run(["sbatch", "--parsable", "--nodes=2", "--exclusive", "--output=/dev/null",
+                              "--wrap", "sleep 600"],
                              capture_output=True, text=True, check=True).stdout.strip()
     try:
         assert wait_until(lambda: job_field(blocker, "JobState") == "RUNNING", 30)

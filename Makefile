@@ -10,7 +10,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run test test-fast lint ui serve repro clean
+.PHONY: setup run test test-fast lint ui serve services services-down repro clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,6 +33,12 @@ ui: setup
 
 serve: setup
 	@bash scripts/serve.sh
+
+services: setup
+	@bash scripts/services.sh up
+
+services-down:
+	@bash scripts/services.sh down
 
 repro: setup
 	$(VENV)/bin/dvc repro

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from tasks.launch.preflight import PreflightError, check_settings
 from tasks.params import Params, ParamsError, load_params, parse_assignments
+from tasks.tracking.server import use_tracking
 
 
 def with_np(params: Params, np: int) -> Params:
@@ -36,6 +37,7 @@ def checked_overrides(prog: str, description: str, argv: list[str] | None,
     try:
         overrides = parse_assignments(args.overrides)
         params = load_params(overrides)
+        use_tracking(params.tracking)
         check(params)
         for np in (counts(params) if counts else [params.train.np]):
             check_settings(with_np(params, np), resolve=resolve_hosts)

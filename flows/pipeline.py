@@ -29,6 +29,7 @@ from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.tracking import run_log
+from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.dvc_record import check_versionable
 from tasks.versioning.run_state import RunState, run_state
@@ -175,6 +176,7 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
                                          "learning_rate": learning_rate, "backend": backend, "model": model},
                                         overrides))
     check_deployment_overrides(overrides, running_deployment.name)
+    use_tracking(params.tracking)
     check_versionable(params)
     prepare_data(params)
     with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # to the run's end
@@ -222,7 +224,7 @@ def dry_run(overrides: dict[str, Any]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from flows.cli import checked_overrides, stop_temporary_server
-    from tasks.errors import report
+    from tasks.errors import report, report_interrupt
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--skip-unchanged", "--force", "--resume", "--dry-run"):
         parser.add_argument(flag, action="store_true")
@@ -239,13 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
         stop_temporary_server()
         return report(error)
+    except KeyboardInterrupt:
+        stop_temporary_server()
+        return report_interrupt()
     stop_temporary_server()
     if result["skipped"]:
         print(f"training skipped: nothing changed since mlflow run {result['run_id']}")
         return 0
     print(f"mlflow run id:  {result['run_id']}")
     print(f"test accuracy:  {result['metrics']['test_accuracy']:.4f}")
-    print(f"SavedModel:     {Path(result['savedmodel'])}")
+    print(f"SavedModel:     {result['savedmodel']}")
     print(f"gate:           {result['gate']}")
     print(f"dvc:            {result['dvc_record']}")
     return 0

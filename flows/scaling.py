@@ -12,8 +12,9 @@ from prefect import flow, task
 from flows.cli import checked_overrides, stop_temporary_server, with_np
 from flows.pipeline import log_line, prepare_data, version_task
 from tasks import steps
-from tasks.errors import report
+from tasks.errors import report, report_interrupt
 from tasks.params import Params, load_params
+from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
 
 
@@ -35,6 +36,7 @@ def report_task(params: Params, runs: list[tuple[int, str]]) -> list[dict[str, A
 def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Prepare and version once, train at each np in ascending order, report the scaling table."""
     params = load_params(overrides)
+    use_tracking(params.tracking)
     check_versionable(params)
     prepare_data(params)
     version_task()
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
         stop_temporary_server()
         return report(error)
+    except KeyboardInterrupt:
+        stop_temporary_server()
+        return report_interrupt()
     stop_temporary_server()
     for row in rows:
         print(f"np={row['np']}: {row['images_per_sec']:,.1f} images/sec, efficiency {row['scaling_efficiency']:.3f}")

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Idempotent set-up: .venv with the pinned stack and a Horovod wheel built for this TensorFlow.
-# Run again with everything present, it only checks and takes seconds.
+# Run again with everything present, it only checks and takes seconds. RINGFLOW_VENV names an environment outside
+# the checkout, which .venv then links to: a host's worker sets up each checkout it pulls into its own environment.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
-VENV="$ROOT/.venv"
+VENV="${RINGFLOW_VENV:-$ROOT/.venv}"
 HOROVOD_VERSION="0.28.1"
 TF_VERSION="$(sed -n 's/^tensorflow==//p' requirements.txt)"
 CACHE_DIR="${RINGFLOW_CACHE:-$HOME/.cache/ringflow}"
@@ -37,6 +38,8 @@ ensure_debian_packages() {
   command -v sbatch >/dev/null || missing+=(slurm-client)
   [ -x /usr/sbin/munged ] || missing+=(munge)
   dpkg -s libpmix-dev >/dev/null 2>&1 || missing+=(libpmix-dev)
+  # a team's servers (scripts/services.sh): PostgreSQL for MLflow and Prefect
+  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then
@@ -50,6 +53,9 @@ ensure_venv() {
     log "creating $VENV"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
+  fi
+  if [ "$VENV" != "$ROOT/.venv" ] && [ ! -e "$ROOT/.venv" ]; then
+    ln -s "$VENV" "$ROOT/.venv"
   fi
 }
 

@@ -6,6 +6,8 @@ Not DVC stages:
   restore --run-id ID            bring back data/prepared exactly as MLflow run ID used it
   restore --data-hash HASH       the same, by DVC hash
   compare [--last N] [--csv F]   the last N runs side by side (differing params, metrics, data hash), and as CSV
+  copy-runs --to URI [--from URI]  every run and model version of a store (the embedded one) into another (a team's
+                                 server), each once: running it again copies nothing twice
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tasks.errors import report
 from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
+from tasks.tracking.server import use_tracking
 
 RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
 
@@ -26,11 +29,13 @@ RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["prepare", "version", *RUN_STEP_NAMES, "restore", "compare"])
+    parser.add_argument("step", choices=["prepare", "version", *RUN_STEP_NAMES, "restore", "compare", "copy-runs"])
     parser.add_argument("--run-id", help="restore: the MLflow run whose data to bring back")
     parser.add_argument("--data-hash", help="restore: the DVC hash of the data to bring back")
     parser.add_argument("--last", type=int, default=5, help="compare: how many runs (newest first)")
     parser.add_argument("--csv", type=Path, default=OUTPUTS_DIR / "compare.csv", help="compare: CSV to write")
+    parser.add_argument("--to", dest="copy_to", help="copy-runs: the tracking server (or store) to copy into")
+    parser.add_argument("--from", dest="copy_from", help="copy-runs: the store to copy (the embedded one)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. train.epochs=3 or epochs=3)")
     return parser.parse_args(argv)
@@ -60,6 +65,7 @@ def stage(step: str, params: Params) -> str:
 def run_step(step: str, args: argparse.Namespace) -> None:
     """Run one step with the validated params and print its result."""
     params = load_params(parse_assignments(args.overrides))
+    use_tracking(params.tracking)
     if step == "prepare":
         print(steps.prepare_step(params))
     elif step == "version":
@@ -70,6 +76,8 @@ def run_step(step: str, args: argparse.Namespace) -> None:
     elif step == "restore":
         data_hash, target = steps.restore_step(args.run_id, args.data_hash)
         print(f"restored data version {data_hash} into {target}")
+    elif step == "copy-runs":
+        print(steps.copy_runs_step(args.copy_from, args.copy_to))
     else:
         print(steps.compare_step(params, args.last, args.csv))
 

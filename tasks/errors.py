@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 
-BAD_INPUT_EXIT, FAILURE_EXIT = 2, 1
+BAD_INPUT_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
+INTERRUPTED = "interrupted (Ctrl-C): the run stopped; its checkpoints are kept and --resume continues it"
 
 
 def is_bad_input(error: BaseException | None) -> bool:
@@ -27,3 +28,10 @@ def report(error: BaseException) -> int:
     sys.stdout.flush()
     print(f"error: {sentence(error)}", file=sys.stderr, flush=True)
     return BAD_INPUT_EXIT if is_bad_input(error) else FAILURE_EXIT
+
+
+def report_interrupt() -> int:
+    """Ctrl-C: one line, last, instead of a traceback; the shell's exit status for it."""
+    sys.stdout.flush()
+    print(f"error: {INTERRUPTED}", file=sys.stderr, flush=True)
+    return INTERRUPTED_EXIT

@@ -58,9 +58,28 @@ class DataParams(Section):
         return value
 
 
+TRACKING_SCHEMES = ("http://", "https://", "sqlite:///")
+URL_CREDENTIALS = re.compile(r"^[a-z]+://[^/@]*@")
+
+
 class TrackingParams(Section):
     experiment: str = Field("ringflow", min_length=1)
     ui_url: str = "http://127.0.0.1:5000"  # where `make ui` serves MLflow (links in the Prefect summary)
+    uri: str | None = None  # an MLflow server (http://host:5000); None: MLFLOW_TRACKING_URI, else mlruns/mlflow.db
+    retry_minutes: float = Field(5, gt=0)  # how long metrics wait for a tracking server that does not answer
+
+    @field_validator("uri")
+    @classmethod
+    def _tracking_uri(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(TRACKING_SCHEMES):
+            raise ValueError(f"{value!r} is not an MLflow tracking URI: http(s)://host:port or sqlite:///path")
+        if URL_CREDENTIALS.match(value):
+            raise ValueError("holds credentials, which would be recorded with the run: give them as "
+                             "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (make services writes them "
+                             "into .services/client.env)")
+        return value.rstrip("/")
 
 
 class RegistryParams(Section):

@@ -28,6 +28,7 @@ from tasks.outputs.publish import exclusive, published
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, PREPARED_DIR
 from tasks.tracking import mlflow_store, model_registry, run_log
+from tasks.tracking.metric_catchup import catching_up_metrics
 from tasks.tracking.model_registry import GateDecision
 from tasks.tracking.resume import resumable_run
 from tasks.versioning import dvc
@@ -149,7 +150,9 @@ def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine 
     workspace = RunWorkspace(run_id)
     mlflow_store.reopen_run(run_id)
     with mlflow_store.failing_marks_run(run_id), file_lock(workspace.training_lock):
-        result = train(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir, run_id, on_line, check)
+        with catching_up_metrics(run_id, workspace.checkpoint_dir):
+            result = train(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir, run_id, on_line,
+                           check)
         scaling_key = config_key(params, read_manifest(PREPARED_DIR), with_np=False)
         run_log.log_training(run_id, params, result.summary, workspace.model_dir, scaling_key)
         write_text_atomic(workspace.model_dir / RUN_FILE, json.dumps({"run_id": run_id}))
@@ -168,8 +171,8 @@ def evaluate_step(run_id: str) -> dict[str, float]:
     return evaluation.metrics
 
 
-def export_step(run_id: str) -> Path:
-    """SavedModel checked (into the workspace) and logged. Returns the SavedModel in the artifact store."""
+def export_step(run_id: str) -> str:
+    """SavedModel checked (into the workspace) and logged. Returns where the artifact store holds it."""
     workspace = RunWorkspace(run_id)
     with mlflow_store.failing_marks_run(run_id):
         result = export(workspace.model_dir, workspace.savedmodel_dir, PREPARED_DIR)
@@ -243,3 +246,16 @@ def compare_step(params: Params, count: int, csv_path: Path) -> str:
     """The last `count` training runs side by side (also written as CSV)."""
     from tasks.tracking.compare import compare
     return compare(params.tracking.experiment, count, csv_path)
+
+
+def copy_runs_step(source: str | None, target: str | None) -> str:
+    """Every run and model version of `source` (the embedded store) into `target`, each once; what was copied."""
+    from tasks.params import ParamsError
+    from tasks.tracking.copy_runs import copy_runs
+    from tasks.tracking.server import store_problem
+    if not target:
+        raise ParamsError("copy-runs needs --to, the tracking server to copy into (e.g. http://127.0.0.1:5000)")
+    source = source or mlflow_store.embedded_uri()
+    if problem := store_problem(target) or store_problem(source):
+        raise ParamsError(problem)
+    return copy_runs(source, target).sentence()

@@ -158,6 +158,7 @@ class JobSpec(Section):
     checkpoint_owner: str  # the config and code version the checkpoints belong to; others are refused
     augment: bool  # input.augment resolved against the data
     data_fingerprint: str  # the manifest's fingerprint of the data trained on (evaluation checks it is the same)
+    metrics_retry_seconds: float  # how long epoch metrics wait for a tracking server that does not answer
 
 
 class TrainerConfig(BaseModel):

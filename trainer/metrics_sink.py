@@ -1,13 +1,17 @@
-"""Where rank 0's epoch metrics go. With the launcher's filesystem (MLFLOW_RUN_ID given): straight into the run,
-as each epoch ends, so the epochs a run checkpointed are logged even when the launcher died first. On a host without
-it: as output lines (`ringflow_metrics {...}`) that the launcher logs, so such a host never needs to reach MLflow."""
+"""Where rank 0's epoch metrics go. With the launcher's filesystem (MLFLOW_RUN_ID given): into the run as each epoch
+ends, through a spool and a background sender (trainer/metric_log), so the epochs a run checkpointed are logged even
+when the launcher died first or the tracking server was away. On a host without it: as output lines
+(`ringflow_metrics {...}`) that the launcher logs, so such a host never needs to reach MLflow."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import time
 from typing import Callable
 
+from trainer.config import JobSpec
+from trainer.metric_log import SPOOL_FILE, BackgroundMetricLog
 from trainer.protocol import RANK_SECRETS_ENV, metrics_line
 
 
@@ -29,6 +33,8 @@ def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
     load_tracking_settings()
+    # one try per call, answered or not in 10 s: the background sender does the retrying, in order, bounded
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="10")
     client = MlflowClient()
 
     def log_epoch(epoch: int, metrics: dict[str, float]) -> None:
@@ -38,7 +44,11 @@ def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
     return log_epoch
 
 
-def metric_sink() -> Callable[[int, dict[str, float]], None]:
-    """What the reporting process hands each epoch's metrics to."""
+def metric_sink(job: JobSpec) -> Callable[[int, dict[str, float]], None]:
+    """What the reporting process hands each epoch's metrics to (sent, or waiting in the spool, when it exits)."""
     run_id = os.environ.get("MLFLOW_RUN_ID")
-    return mlflow_epoch_logger(run_id) if run_id else print_epoch_metrics
+    if not run_id:
+        return print_epoch_metrics
+    log = BackgroundMetricLog(mlflow_epoch_logger(run_id), job.checkpoint_dir / SPOOL_FILE, job.metrics_retry_seconds)
+    atexit.register(log.close)
+    return log

@@ -99,7 +99,7 @@ def tensorboard_dir(config: TrainerConfig) -> Path:
 def reporting_callbacks(config: TrainerConfig, run: Plan) -> list[tf.keras.callbacks.Callback]:
     """The reporting side of one process that speaks for all: throughput, MLflow, TensorBoard."""
     callbacks: list[tf.keras.callbacks.Callback] = [Throughput(run.steps_per_epoch * run.global_batch),
-                                                     EpochReport(metric_sink())]
+                                                     EpochReport(metric_sink(config.job))]
     if config.train.tensorboard:
         callbacks.append(tf.keras.callbacks.TensorBoard(str(tensorboard_dir(config)), profile_batch=0))
     return callbacks

@@ -14,7 +14,7 @@ from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.output.diagnosis import RankFailed
-from tasks.launch.output.metrics_relay import relay_metrics
+from tasks.launch.output.metrics_relay import MetricRelay
 from tasks.launch.plan import launch_plan, port_hosts, prepare_launch
 from tasks.launch.preflight import LaunchCheck, check_launch
 from tasks.launch.remote.discovery import prepare_discovery
@@ -116,14 +116,16 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
             prepare_launch(params, check.controller, config_file, env)
             for process in processes:
                 on_line("launching: " + redact(shlex.join(process.command)))
+            relay = MetricRelay(run_id, job, noting_scheduler_jobs(run_id, on_line))
             try:
-                run_job(processes, params, job, config_file, check,
-                        relay_metrics(run_id, noting_scheduler_jobs(run_id, on_line)))
+                run_job(processes, params, job, config_file, check, relay)
                 return
             except RankFailed as failure:
                 if not failure.port_taken or attempt == PORT_ATTEMPTS:
                     raise
                 on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+            finally:
+                relay.close()
     finally:
         if secrets_file:
             secrets_file.unlink(missing_ok=True)

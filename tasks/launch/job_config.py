@@ -56,7 +56,8 @@ def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path
     manifest = read_manifest(data_dir)
     return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
                    checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
-                   data_fingerprint=manifest["fingerprint"])
+                   data_fingerprint=manifest["fingerprint"],
+                   metrics_retry_seconds=params.tracking.retry_minutes * 60)
 
 
 def write_trainer_config(params: Params, job: JobSpec) -> Path:

@@ -1,4 +1,5 @@
-"""MLflow on the task side: the SQLite store and artifacts under mlruns/, run creation and closing."""
+"""MLflow on the task side: the store (the embedded SQLite one under mlruns/, or a tracking server that holds the
+artifacts too), run creation and closing."""
 from __future__ import annotations
 
 import contextlib
@@ -13,9 +14,26 @@ from tasks.paths import MLRUNS_DIR
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
+def embedded_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
+    """The store of one person's checkout: sqlite:///<repo>/mlruns/mlflow.db."""
+    return f"sqlite:///{mlruns_dir / 'mlflow.db'}"
+
+
 def tracking_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
-    """sqlite:///<repo>/mlruns/mlflow.db (MLFLOW_TRACKING_URI wins when set)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{mlruns_dir / 'mlflow.db'}"
+    """The embedded store (MLFLOW_TRACKING_URI wins when set)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or embedded_uri(mlruns_dir)
+
+
+def use_tracking_uri(uri: str | None) -> None:
+    """A run's tracking.uri, when set, is the store of this process and of every process it starts (they read
+    MLFLOW_TRACKING_URI); unset, the environment's or the embedded store stays."""
+    if uri:
+        os.environ["MLFLOW_TRACKING_URI"] = uri
+
+
+def is_server(uri: str) -> bool:
+    """A tracking server (which also serves the artifacts), not a store in files of this machine."""
+    return uri.startswith(("http://", "https://"))
 
 
 def client() -> Any:
@@ -26,12 +44,13 @@ def client() -> Any:
 
 
 def experiment_id(name: str) -> str:
-    """The experiment's id, created with its artifacts under mlruns/artifacts when new."""
+    """The experiment's id, created when new: its artifacts under mlruns/artifacts, or where a tracking server
+    keeps them (it serves them over HTTP, so a host without this machine's disk writes them too)."""
     mlflow_client = client()
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    location = (MLRUNS_DIR / "artifacts" / name).as_uri()
+    location = None if is_server(tracking_uri()) else (MLRUNS_DIR / "artifacts" / name).as_uri()
     return mlflow_client.create_experiment(name, artifact_location=location)
 
 
@@ -79,10 +98,13 @@ def log_artifacts(run_id: str, local_path: Path, artifact_path: str | None = Non
         mlflow_client.log_artifact(run_id, str(local_path), artifact_path)
 
 
-def artifact_dir(run_id: str) -> Path:
-    """The local directory of a run's artifacts."""
-    from urllib.parse import urlparse
-    return Path(urlparse(client().get_run(run_id).info.artifact_uri).path)
+def artifact_location(run_id: str, path: str = "") -> str:
+    """Where a run's artifacts (or one of them) are: a path on this machine, or the tracking server's URI
+    (mlflow-artifacts:/...)."""
+    from urllib.parse import unquote, urlparse
+    root = client().get_run(run_id).info.artifact_uri
+    location = f"{root}/{path}" if path else root
+    return unquote(urlparse(location).path) if location.startswith("file:") else location
 
 
 def reopen_run(run_id: str) -> None:

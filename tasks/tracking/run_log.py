@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ def open_run(params: Params, version: DataVersion, state: RunState) -> str:
     """Create the MLflow run of one pipeline run, with params, data hash, git commit and state key."""
     tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
-            "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash}
+            "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash,
+            "ringflow.host": socket.gethostname()}  # the machine that ran the pipeline (a remote worker's host)
     logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
                                    "params_hash": state.params_hash, "code_digest": state.code_digest,
                                    "data_skipped_images": len(read_manifest(PREPARED_DIR).get("skipped", []))}
@@ -109,11 +111,11 @@ def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir
         mlflow_store.log_artifacts(run_id, model_dir / "tensorboard", "tensorboard")
 
 
-def log_export(run_id: str, savedmodel: Path, max_abs_diff: float) -> Path:
-    """The SavedModel as run artifacts; returns its path inside the artifact store."""
+def log_export(run_id: str, savedmodel: Path, max_abs_diff: float) -> str:
+    """The SavedModel as run artifacts; returns where the artifact store holds it."""
     mlflow_store.log_metrics(run_id, {"export_max_abs_diff": max_abs_diff})
     mlflow_store.log_artifacts(run_id, savedmodel, "savedmodel")
-    return mlflow_store.artifact_dir(run_id) / "savedmodel"
+    return mlflow_store.artifact_location(run_id, "savedmodel")
 
 
 def metric_name(text: str) -> str:

@@ -112,7 +112,7 @@ def test_every_entrypoint_imports(monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect.flows import load_flow_from_entrypoint
     monkeypatch.chdir(ROOT)
     deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
-    assert {d["name"] for d in deployments} == {"train", "retrain"}
+    assert {d["name"] for d in deployments} == {"train", "retrain", "train-remote"}
     for deployment in deployments:
         assert load_flow_from_entrypoint(deployment["entrypoint"]).name == "training-pipeline"
 
@@ -125,6 +125,20 @@ def test_retrain_schedule_is_registered(served: Served) -> None:
     assert retrain["parameters"] == {"skip_unchanged": True} and retrain["enforce_parameter_schema"]
     assert retrain["work_pool_name"] == POOL
     assert api_call(served.api, "/deployments/name/training-pipeline/train")["schedules"] == []
+
+
+def test_the_scheduler_makes_the_retrain_runs(served: Served) -> None:
+    """Prefect's scheduler service inserts the next Mondays' runs (it could not with SQLAlchemy 2.1)."""
+    retrain = api_call(served.api, "/deployments/name/training-pipeline/retrain")
+    query = {"deployments": {"id": {"any_": [retrain["id"]]}},
+             "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}
+    deadline, scheduled = time.monotonic() + 120, []
+    while not scheduled and time.monotonic() < deadline:
+        scheduled = api_call(served.api, "/flow_runs/filter", query)
+        time.sleep(1)
+    starts = {run["expected_start_time"] for run in scheduled}
+    assert starts and all(time.strptime(start[:10], "%Y-%m-%d").tm_wday == 0 for start in starts), starts
+    assert all(start[11:19] == "03:00:00" for start in starts), starts
 
 
 @pytest.mark.parametrize("param, field", [("epochs=0", "epochs"), ("backend=tpu", "backend"),

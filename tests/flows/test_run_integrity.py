@@ -6,6 +6,7 @@ copy of the checkout."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import numpy as np
 import psutil
 import pytest
 
+from tasks.errors import INTERRUPTED
 from tests.helpers import PYTHON, make_workspace, memory_limited, run, workspace_env
 from trainer.slurm_cluster import rank_from_environment
 
@@ -190,7 +192,6 @@ def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, 
 
 
 def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: str) -> None:
-    import os
     env = workspace_env(repo, PREFECT_API_URL=prefect_api)
     job = subprocess.Popen(pipeline("epochs=12"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
@@ -209,6 +210,26 @@ def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: st
     assert int(re.search(r"resuming from checkpoint at epoch (\d)", done.stdout + done.stderr)[1]) >= 2
     assert trained_epochs(repo, interrupted) == list(range(12))
     assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"
+
+
+def test_ctrl_c_ends_the_run_in_one_line_and_leaves_no_rank(repo: Path, prefect_api: str) -> None:
+    """Ctrl-C in the terminal of `make run` (SIGINT to its process group): one line, last, exit 130; the MLflow run
+    is marked FAILED and no rank is left."""
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
+    job = subprocess.Popen(pipeline("epochs=200"), cwd=repo, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
+            not trained_epochs(repo, running[0].info.run_id):
+        assert time.monotonic() < deadline and job.poll() is None
+        time.sleep(0.5)
+    os.killpg(job.pid, signal.SIGINT)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
+    assert mlflow_client(repo).get_run(running[0].info.run_id).info.status == "FAILED"
+    assert not [line for line in subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+                .splitlines() if str(repo) in line and "-m trainer" in line]
 
 
 def test_a_restore_started_during_training_waits_until_the_run_has_registered(repo: Path, prefect_api: str) -> None:

@@ -16,7 +16,7 @@ def trainer_config(data_dir: Path, work: Path, inputs: dict[str, Any] | None = N
     """A job on the prepared data in data_dir, its model in work/model and its checkpoints in work/checkpoints;
     `train` overrides the quick defaults."""
     job = JobSpec(data_dir=data_dir, out_dir=work / "model", checkpoint_dir=work / "checkpoints",
-                  checkpoint_owner=OWNER, augment=augment, data_fingerprint="f")
+                  checkpoint_owner=OWNER, augment=augment, data_fingerprint="f", metrics_retry_seconds=60)
     return TrainerConfig(train=TrainParams(**(QUICK | train)), input=InputParams(**(inputs or {})), job=job)
 
 

@@ -29,7 +29,7 @@ def test_a_file_the_processes_cannot_read_is_never_written(tmp_path: Path) -> No
     sections = Params().model_dump(mode="json")
     sections["train"]["epochs"] = 0
     job = JobSpec(data_dir=tmp_path, out_dir=tmp_path, checkpoint_dir=tmp_path, checkpoint_owner="x", augment=False,
-                  data_fingerprint="f")
+                  data_fingerprint="f", metrics_retry_seconds=60)
     with pytest.raises(ValidationError, match="epochs"):
         write_config(sections, job, tmp_path / "config.json")
     assert not (tmp_path / "config.json").exists()

@@ -101,7 +101,7 @@ def train_epochs(config: TrainerConfig, loop: StrategyTapeLoop, run: session.Pla
     batches = iter(loop.strategy.distribute_datasets_from_function(train_input(config, run)))
     val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
                             input_shape=run.input_shape)
-    sink = metric_sink() if lead else None
+    sink = metric_sink(config.job) if lead else None
     writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
         if lead and config.train.tensorboard else None
     history: dict[str, list[float]] = {}

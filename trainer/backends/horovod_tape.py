@@ -108,7 +108,7 @@ def train(config: TrainerConfig) -> None:
     started = horovod_common.resume(config, checkpoints)
     train_batches, val_data = input_data(config, run, rank, size)
     lead = rank == 0  # Horovod: rank 0 reports and writes
-    sink = metric_sink() if lead else None
+    sink = metric_sink(config.job) if lead else None
     writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
         if lead and config.train.tensorboard else None
     history: dict[str, list[float]] = {}

@@ -1,27 +1,38 @@
-"""The launcher's side of rank 0's metric lines: each epoch's metrics into the run's MLflow run, the line itself
-kept from the console (the epoch line says the same for people)."""
+"""The launcher's side of rank 0's metric lines: each epoch's metrics into the run's MLflow run, spooled first and
+sent in the background (trainer/metric_log), so a tracking server that is away a while holds up no output line and
+loses no epoch; the line itself is kept from the console (the epoch line says the same for people)."""
 from __future__ import annotations
 
 from typing import Callable
 
 from tasks.tracking import mlflow_store
+from trainer.config import JobSpec
+from trainer.metric_log import SPOOL_FILE, BackgroundMetricLog
 from trainer.protocol import CutShort, parse_metrics_line
 
 
-def relay_metrics(run_id: str | None, on_line: Callable[[str], None]) -> Callable[[str], None]:
+class MetricRelay:
     """An on_line that logs metric lines (horovodrun's `[0]<stdout>:` prefix and all) to `run_id` and passes every
-    other line to `on_line`."""
+    other line to `on_line`; close() when the job has ended."""
 
-    def handle(line: str) -> None:
+    def __init__(self, run_id: str | None, job: JobSpec, on_line: Callable[[str], None]) -> None:
+        self._on_line = on_line
+        self._log = None if run_id is None else BackgroundMetricLog(
+            lambda epoch, metrics: mlflow_store.log_metrics(run_id, metrics, step=epoch), job.checkpoint_dir / SPOOL_FILE,
+            job.metrics_retry_seconds)
+
+    def __call__(self, line: str) -> None:
         try:
             report = parse_metrics_line(line)
         except CutShort:  # a line cut short by a dying process
-            on_line(line)
+            self._on_line(line)
             return
         if report is None:
-            on_line(line)
-        elif run_id is not None:
-            epoch, metrics = report
-            mlflow_store.log_metrics(run_id, metrics, step=epoch)
+            self._on_line(line)
+        elif self._log is not None:
+            self._log(*report)
 
-    return handle
+    def close(self) -> None:
+        """Wait until the metrics are sent, or only in the spool (the run's catch-up logs those)."""
+        if self._log is not None:
+            self._log.close()

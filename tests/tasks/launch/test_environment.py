@@ -99,7 +99,8 @@ def test_the_settings_file_is_its_owner_s_alone_and_rank_0_reads_it(monkeypatch:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     monkeypatch.setenv(RANK_SECRETS_ENV, str(path))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # recorded, so the test's end puts it back
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     load_tracking_settings()
     assert os.environ["MLFLOW_TRACKING_URI"] == PASSWORD_URI
 

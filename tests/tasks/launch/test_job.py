@@ -79,7 +79,7 @@ def test_only_the_job_s_hosts_without_the_shared_filesystem_get_its_files() -> N
 
 def job_for(tmp_path: Path) -> JobSpec:
     return JobSpec(data_dir=tmp_path / "data", out_dir=tmp_path / "out", checkpoint_dir=tmp_path / "ckpt",
-                   checkpoint_owner="me", augment=False, data_fingerprint="f")
+                   checkpoint_owner="me", augment=False, data_fingerprint="f", metrics_retry_seconds=60)
 
 
 def test_a_job_s_lines_reach_the_caller_and_it_ends_when_its_processes_do(tmp_path: Path) -> None:

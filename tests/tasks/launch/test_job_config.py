@@ -142,4 +142,5 @@ def test_the_config_file_holds_the_resolved_params_and_the_job_as_the_processes_
     assert path == tmp_path / "model dir" / CONFIG_FILE_NAME
     config = read_config(path)
     assert (config.train, config.input, config.job) == (run_params.train, run_params.input, job)
-    assert json.loads(path.read_text())["tracking"] == {"experiment": "exp", "ui_url": "http://127.0.0.1:5000"}
+    assert json.loads(path.read_text())["tracking"] == {"experiment": "exp", "ui_url": "http://127.0.0.1:5000",
+                                                      "uri": None, "retry_minutes": 5.0}

@@ -45,7 +45,7 @@ def test_metrics_artifacts_tags_and_the_end_of_a_run(experiment: str, tmp_path: 
     run = mlflow_store.client().get_run(run_id)
     assert run.data.metrics == {"loss": 0.5, "accuracy": 0.9} and run.info.status == "FINISHED"
     assert (run.data.tags["gate"], run.data.tags["n"]) == ("", "1")
-    assert (mlflow_store.artifact_dir(run_id) / "reports" / "report.txt").read_text() == "fine\n"
+    assert Path(mlflow_store.artifact_location(run_id, "reports/report.txt")).read_text() == "fine\n"
     mlflow_store.reopen_run(run_id)
     assert mlflow_store.client().get_run(run_id).info.status == "RUNNING"
 

@@ -46,7 +46,7 @@ def main(data_dir: Path) -> None:
     from trainer.config import InputParams, JobSpec, TrainerConfig, TrainParams
     started = start_cluster(2)  # noqa: F841  (the servers live as long as this)
     job = JobSpec(data_dir=data_dir, out_dir=data_dir, checkpoint_dir=data_dir, checkpoint_owner="", augment=False,
-                  data_fingerprint="f")
+                  data_fingerprint="f", metrics_retry_seconds=60)
     config = TrainerConfig(train=TrainParams(backend="parameter-server", np=2, batch_size=8, seed=7),
                            input=InputParams(), job=job)
     strategy = make_strategy(config)

@@ -21,7 +21,7 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
     lines: list[str] = []
     params = Params(train=TrainParams(np=2, epochs=2))
     job = JobSpec(data_dir=digits_data, out_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints", checkpoint_owner="t",
-                  augment=False, data_fingerprint="f")
+                  augment=False, data_fingerprint="f", metrics_retry_seconds=60)
     command = horovod_command(params, "gloo", write_trainer_config(params, job))
     run_streaming(command, rank_environment() | quiet_env(), ROOT, lines.append)
     digests = {who.removeprefix("rank="): digest for who, digest in weights_digests("\n".join(lines))}

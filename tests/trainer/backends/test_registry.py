@@ -52,7 +52,8 @@ def test_preflight_plan_and_ranks_count_the_same_global_batch(digits_data: Path,
     assert launcher_plan.batch_size * len(launcher_plan.records) == expected
     config = TrainerConfig.model_validate(params.model_dump(mode="json") | {"job": {
         "data_dir": str(digits_data), "out_dir": str(tmp_path), "checkpoint_dir": str(tmp_path),
-        "checkpoint_owner": "test", "augment": False, "data_fingerprint": "f"}})
+        "checkpoint_owner": "test", "augment": False, "data_fingerprint": "f",
+        "metrics_retry_seconds": 60}})
     rank_plan = session.plan(config, processes=NP, gpus_per_host=gpus)
     assert rank_plan.global_batch == expected
     assert rank_plan.data == launcher_plan  # the same cut of the split, rank by rank

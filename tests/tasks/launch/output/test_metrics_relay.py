@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.launch.output.metrics_relay import relay_metrics
+from tasks.launch.output.metrics_relay import MetricRelay
+from trainer.config import JobSpec
 from trainer.protocol import metrics_line
 
 
@@ -16,10 +17,13 @@ def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, 
     client = MlflowClient(tracking_uri=uri)  # not mlflow's global one, which another test may have set
     run_id = client.create_run(client.create_experiment("relay")).info.run_id
     shown: list[str] = []
-    handle = relay_metrics(run_id, shown.append)
+    job = JobSpec(data_dir=tmp_path, out_dir=tmp_path / "model", checkpoint_dir=tmp_path / "checkpoints",
+                  checkpoint_owner="t", augment=False, data_fingerprint="f", metrics_retry_seconds=60)
+    handle = MetricRelay(run_id, job, shown.append)
     for epoch, loss in enumerate((0.9, 0.4)):
         handle(f"[0]<stdout>:epoch {epoch + 1}: loss={loss}")
         handle("[0]<stdout>:" + metrics_line(epoch, {"loss": loss, "accuracy": 1 - loss}))
+    handle.close()
     assert shown == ["[0]<stdout>:epoch 1: loss=0.9", "[0]<stdout>:epoch 2: loss=0.4"]
     history = client.get_metric_history(run_id, "loss")
     assert [(m.step, m.value) for m in history] == [(0, 0.9), (1, 0.4)]

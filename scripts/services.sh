@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# make services: a team's ringflow servers on this machine, in the foreground; Ctrl-C (or `make services-down` from
+# another shell) stops them, and a second `make services` finds their data again.
+#   PostgreSQL (Debian's), a database cluster of ringflow's own under $SERVICES_HOME/postgres, run as an unprivileged
+#     user (PostgreSQL refuses root) and listening on 127.0.0.1 only;
+#   the MLflow tracking server on it (database mlflow), serving the artifacts itself (--serve-artifacts; into
+#     $SERVICES_HOME/mlflow-artifacts, or SERVICES_ARTIFACTS, e.g. s3://bucket/prefix);
+#   the Prefect server on it (database prefect, through asyncpg);
+#   the work pool, the deployments of prefect.yaml and a worker that logs to both servers, as `make serve` does;
+#   the remote pool, whose workers on other hosts (scripts/remote_worker.sh) pull this checkout's commit from a bare
+#   repository here ($SERVICES_HOME/ringflow.git; RINGFLOW_REPOSITORY names another, e.g. an ssh URL).
+# SERVICES_HOST (127.0.0.1) is the address the two servers bind (SERVICES_ALLOWED_HOSTS: the names MLflow answers to,
+# by default that address and this machine's names). Any other address turns authentication on (MLflow's
+# basic-auth app, Prefect's auth string). Passwords are generated once into $SERVICES_HOME (files of mode 0600) and
+# reach the servers through those files and their environment, never a command line; clients take them from
+# $SERVICES_HOME/client.env. Ports: MLFLOW_PORT (5000), PREFECT_PORT (4200), POSTGRES_PORT (5433).
+#   scripts/services.sh up | down
+#   scripts/services.sh stop mlflow|prefect [--kill]    # one server away (maintenance, or a crash to try)
+#   scripts/services.sh start mlflow|prefect            # and back, on the same data
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/.venv/bin
+SH=$(realpath -m "${SERVICES_HOME:-$ROOT/.services}")
+HOST=${SERVICES_HOST:-127.0.0.1}
+MLFLOW_PORT=${MLFLOW_PORT:-5000}
+PREFECT_PORT=${PREFECT_PORT:-4200}
+PG_PORT=${POSTGRES_PORT:-5433}
+PGDATA=$SH/postgres/data
+RUN=$SH/run
+LOGS=$SH/logs
+DB_ROLE=ringflow
+COMPONENTS=(worker prefect mlflow)
+
+fail() { echo "error: $*" >&2; exit 1; }
+say() { printf '[services] %s\n' "$*"; }
+secured() { [ "$HOST" != 127.0.0.1 ] && [ "$HOST" != localhost ]; }
+
+pg_bin() {
+  local found
+  found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1) || true
+  [ -n "$found" ] && [ -x "$found/postgres" ] || fail "PostgreSQL is not installed: run make setup"
+  echo "$found"
+}
+
+db_user() {  # who runs PostgreSQL: this user, or an unprivileged one when this is root
+  if [ "$(id -u)" != 0 ]; then id -un; return; fi
+  id postgres >/dev/null 2>&1 && { echo postgres; return; }
+  id ringflow-db >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ringflow-db
+  echo ringflow-db
+}
+
+as_db_user() { if [ "$(id -u)" = 0 ]; then runuser -u "$DB_USER" -- "$@"; else "$@"; fi; }
+
+secret_file() {  # $1 path: a file only its owner reads, created so (never readable by others, even briefly)
+  (umask 077 && : > "$1")
+}
+
+new_password() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32; }
+
+write_secrets() {  # the passwords (and the MLflow app's CSRF key), each made once and kept with the data
+  local name
+  [ -f "$SH/secrets.env" ] || secret_file "$SH/secrets.env"
+  for name in DB_PASSWORD MLFLOW_PASSWORD PREFECT_PASSWORD MLFLOW_SECRET_KEY; do
+    grep -q "^$name=" "$SH/secrets.env" || printf '%s=%s\n' "$name" "$(new_password)" >> "$SH/secrets.env"
+  done
+  # shellcheck disable=SC1091
+  . "$SH/secrets.env"
+  secret_file "$SH/pgpass"  # libpq and asyncpg read the database password here (PGPASSFILE)
+  printf '127.0.0.1:*:*:%s:%s\n' "$DB_ROLE" "$DB_PASSWORD" > "$SH/pgpass"
+}
+
+init_database_cluster() {
+  mkdir -p "$SH/postgres"
+  chown "$DB_USER" "$SH/postgres" && chmod 700 "$SH/postgres"
+  as_db_user test -w "$SH/postgres" \
+    || fail "PostgreSQL's user $DB_USER cannot reach $SH (a folder on the way is closed to it): set SERVICES_HOME"
+  [ -f "$PGDATA/PG_VERSION" ] && return
+  say "creating the database cluster in $PGDATA (PostgreSQL runs as $DB_USER)"
+  local pwfile="$SH/postgres/initdb-password"
+  (umask 077 && printf '%s\n' "$DB_PASSWORD" > "$pwfile") && chown "$DB_USER" "$pwfile"
+  as_db_user "$PG_BIN/initdb" -D "$PGDATA" -U "$DB_ROLE" --pwfile="$pwfile" --auth=scram-sha-256 -E UTF8 \
+    --locale=C.UTF-8 > "$LOGS/initdb.log" 2>&1 || { rm -f "$pwfile"; fail "initdb failed; see $LOGS/initdb.log"; }
+  rm -f "$pwfile"
+}
+
+psql_run() { PGPASSFILE=$SH/pgpass "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U "$DB_ROLE" -v ON_ERROR_STOP=1 -tAq "$@"; }
+
+refuse_second_start() {
+  if as_db_user "$PG_BIN/pg_ctl" status -D "$PGDATA" > /dev/null 2>&1; then
+    fail "the services of $SH are running already: make services-down stops them"
+  fi
+}
+
+start_postgres() {
+  as_db_user "$PG_BIN/pg_ctl" start -D "$PGDATA" -w -t 60 -l "$SH/postgres/server.log" \
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=''" > /dev/null \
+    || fail "PostgreSQL did not start; see $SH/postgres/server.log"
+  local database
+  for database in mlflow mlflow_auth prefect; do
+    [ "$(psql_run -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$database'")" = 1 ] \
+      || psql_run -d postgres -c "CREATE DATABASE $database" > /dev/null
+  done
+}
+
+start_component() {  # $1 name, then the command: its own session (process group), its log, its pid file
+  local name=$1; shift
+  setsid "$@" > "$LOGS/$name.log" 2>&1 < /dev/null &
+  echo $! > "$RUN/$name.pid"
+}
+
+wait_http() {  # $1 name, $2 URL: until it answers, or one line when the component died
+  local name=$1 url=$2
+  for _ in $(seq 360); do
+    curl -s -o /dev/null "$url" && return
+    kill -0 "$(cat "$RUN/$name.pid")" 2>/dev/null || fail "the $name server exited; see $LOGS/$name.log"
+    sleep 0.5
+  done
+  fail "the $name server did not answer at $url in 3 minutes; see $LOGS/$name.log"
+}
+
+mlflow_auth_file() {
+  secret_file "$SH/mlflow-auth.ini"
+  printf '[mlflow]\ndefault_permission = READ\ndatabase_uri = postgresql+psycopg2://%s@127.0.0.1:%s/mlflow_auth\n%s\n%s\n' \
+    "$DB_ROLE" "$PG_PORT" "admin_username = $DB_ROLE" "admin_password = $MLFLOW_PASSWORD" > "$SH/mlflow-auth.ini"
+  printf 'authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n' >> "$SH/mlflow-auth.ini"
+}
+
+allowed_hosts() {  # $1 port: the names a client may call this machine by, with and without the port
+  local name names=""
+  for name in "$HOST" localhost 127.0.0.1 "$(hostname)" "$(hostname -f 2>/dev/null || hostname)"; do
+    names+="$name,$name:$1,"
+  done
+  echo "${names%,}"
+}
+
+start_mlflow() {  # the settings travel in the environment (exported in a subshell: no `env A=B` on a command line)
+  local auth=()
+  if secured; then mlflow_auth_file; auth=(--app-name basic-auth); fi
+  (
+    # the server reads the auth app's file for every run search; without the app, MLflow's own default
+    secured && export MLFLOW_AUTH_CONFIG_PATH="$SH/mlflow-auth.ini"
+    export PGPASSFILE="$SH/pgpass"
+    export MLFLOW_FLASK_SERVER_SECRET_KEY="$MLFLOW_SECRET_KEY"
+    export MLFLOW_BACKEND_STORE_URI="postgresql+psycopg2://$DB_ROLE@127.0.0.1:$PG_PORT/mlflow"
+    export MLFLOW_ARTIFACTS_DESTINATION="${SERVICES_ARTIFACTS:-$SH/mlflow-artifacts}"
+    # the Host headers it answers (MLflow refuses others with 403): this address and this machine's names
+    export MLFLOW_SERVER_ALLOWED_HOSTS="${SERVICES_ALLOWED_HOSTS:-$(allowed_hosts "$MLFLOW_PORT")}"
+    start_component mlflow "$BIN/mlflow" server --host "$HOST" --port "$MLFLOW_PORT" --serve-artifacts --workers 2 \
+      "${auth[@]}"
+  )
+  wait_http mlflow "http://$HOST:$MLFLOW_PORT/health"
+}
+
+start_prefect() {
+  (
+    secured && export PREFECT_SERVER_API_AUTH_STRING="$DB_ROLE:$PREFECT_PASSWORD"
+    export PREFECT_HOME="$SH/prefect" PGPASSFILE="$SH/pgpass" PREFECT_SERVER_ANALYTICS_ENABLED=false
+    export PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://$DB_ROLE@127.0.0.1:$PG_PORT/prefect"
+    export PREFECT_UI_API_URL="http://$HOST:$PREFECT_PORT/api"
+    start_component prefect "$BIN/prefect" server start --host "$HOST" --port "$PREFECT_PORT"
+  )
+  wait_http prefect "http://$HOST:$PREFECT_PORT/api/health"
+}
+
+write_client_env() {  # what a shell, a checkout or a worker needs to use the servers
+  secret_file "$SH/client.env"
+  {
+    echo "export MLFLOW_TRACKING_URI=http://$HOST:$MLFLOW_PORT"
+    echo "export PREFECT_API_URL=http://$HOST:$PREFECT_PORT/api"
+    if secured; then
+      echo "export MLFLOW_TRACKING_USERNAME=$DB_ROLE MLFLOW_TRACKING_PASSWORD=$MLFLOW_PASSWORD"
+      echo "export PREFECT_API_AUTH_STRING=$DB_ROLE:$PREFECT_PASSWORD"
+    fi
+  } > "$SH/client.env"
+}
+
+mirror_checkout() {  # the repository the remote pool's workers pull from: a bare one here, unless named
+  if [ -z "${RINGFLOW_REPOSITORY:-}" ]; then
+    RINGFLOW_REPOSITORY=$SH/ringflow.git
+    [ -d "$RINGFLOW_REPOSITORY" ] || git init -q --bare "$RINGFLOW_REPOSITORY"
+    git push -q --force "$RINGFLOW_REPOSITORY" HEAD:refs/heads/main
+  fi
+  RINGFLOW_COMMIT=$(git rev-parse HEAD)
+  export RINGFLOW_REPOSITORY RINGFLOW_COMMIT
+  [ -z "$(git status --porcelain --untracked-files=no)" ] \
+    || say "the remote pool runs commit ${RINGFLOW_COMMIT:0:12}: this checkout's uncommitted changes are not in it"
+}
+
+start_worker() {
+  # shellcheck disable=SC1091
+  . "$SH/client.env"
+  mirror_checkout
+  bash scripts/serve.sh deploy > "$LOGS/deploy.log" 2>&1 || fail "prefect deploy failed; see $LOGS/deploy.log"
+  start_component worker "$BIN/prefect" worker start --pool ringflow-local --name "ringflow-worker-$(hostname)"
+}
+
+stop_pid_group() {  # $1 pid file, $2 seconds: TERM to its process group, KILL after $2 seconds (noted in logs/stop.log)
+  local pid started=$SECONDS
+  pid=$(cat "$1" 2>/dev/null) || return 0
+  if kill -TERM -- "-$pid" 2>/dev/null; then
+    for _ in $(seq $(($2 * 2))); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -KILL -- "-$pid" 2>/dev/null; then
+      echo "$(date -Is) $(basename "$1" .pid): killed after $2 s" >> "$LOGS/stop.log"
+    else
+      echo "$(date -Is) $(basename "$1" .pid): stopped in $((SECONDS - started)) s" >> "$LOGS/stop.log"
+    fi
+  fi
+  rm -f "$1"
+}
+
+stop_all() {
+  # Prefect's worker, even idle, was not gone 30 s after a signal here; its
+  # second signal is a SIGKILL by design, so it gets 10 s; the servers get 30 s to close their connections
+  stop_pid_group "$RUN/worker.pid" 10
+  stop_pid_group "$RUN/prefect.pid" 30
+  stop_pid_group "$RUN/mlflow.pid" 30
+  if [ -f "$PGDATA/postmaster.pid" ]; then
+    as_db_user "$PG_BIN/pg_ctl" stop -D "$PGDATA" -m fast -w > /dev/null 2>&1 || true
+  fi
+  rm -f "$RUN/services.pid" "$RUN"/*.paused
+}
+
+watch_components() {  # until a signal: one line and a stop when a server dies
+  local name
+  while true; do
+    for name in "${COMPONENTS[@]}"; do
+      [ -f "$RUN/$name.paused" ] && continue  # stopped on purpose (services.sh stop NAME)
+      kill -0 "$(cat "$RUN/$name.pid" 2>/dev/null)" 2>/dev/null || fail "the $name process exited; see $LOGS/$name.log"
+    done
+    sleep 2 & wait $! || true
+  done
+}
+
+print_ready() {
+  local artifacts=${SERVICES_ARTIFACTS:-$SH/mlflow-artifacts}
+  echo "MLflow:  http://$HOST:$MLFLOW_PORT  (PostgreSQL database mlflow on 127.0.0.1:$PG_PORT; artifacts in $artifacts)"
+  echo "Prefect: http://$HOST:$PREFECT_PORT  (PostgreSQL database prefect; work pool ringflow-local, a worker here)"
+  echo "remote pool ringflow-remote: commit ${RINGFLOW_COMMIT:0:12} of $RINGFLOW_REPOSITORY; on another host:" \
+    "scripts/remote_worker.sh CLIENT_ENV"
+  if secured; then
+    echo "authentication is on (user $DB_ROLE); the credentials are in $SH/client.env (mode 0600)"
+  fi
+  echo "point a shell at them:  . $SH/client.env"
+  echo "run:  $BIN/prefect deployment run 'training-pipeline/train' --param epochs=3 --watch"
+  echo "stop: Ctrl-C here, or make services-down"
+}
+
+up() {
+  [ -x "$BIN/mlflow" ] || fail "no environment in $ROOT/.venv: run make setup"
+  PG_BIN=$(pg_bin); DB_USER=$(db_user)
+  mkdir -p "$SH" "$RUN" "$LOGS" && chmod 711 "$SH"
+  write_secrets
+  init_database_cluster
+  refuse_second_start
+  trap 'stop_all; say "stopped"' EXIT
+  trap 'exit 0' INT TERM
+  echo $$ > "$RUN/services.pid"
+  start_postgres
+  start_mlflow
+  start_prefect
+  write_client_env
+  start_worker
+  print_ready
+  watch_components
+}
+
+running() {  # $1 pid: a process that has not ended (one that ended and waits for its parent to notice has)
+  [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
+}
+
+down() {
+  PG_BIN=$(pg_bin); DB_USER=$(db_user)
+  local pid
+  pid=$(cat "$RUN/services.pid" 2>/dev/null) || pid=
+  if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 180); do running "$pid" || break; sleep 0.5; done
+  fi
+  stop_all  # whatever a killed `make services` left
+  say "stopped"
+}
+
+pause() {  # $1 mlflow | prefect, $2 --kill: one server stopped (killed) while the rest runs on, for maintenance
+  [ -f "$RUN/$1.pid" ] || fail "no $1 server of $SH is running"
+  touch "$RUN/$1.paused"
+  if [ "${2:-}" = --kill ]; then kill -KILL -- "-$(cat "$RUN/$1.pid")" 2>/dev/null || true; rm -f "$RUN/$1.pid"
+  else stop_pid_group "$RUN/$1.pid" 30; fi
+  say "$1 stopped"
+}
+
+resume() {  # $1 mlflow | prefect: started again on the same data, ports and credentials
+  [ -f "$RUN/$1.paused" ] || fail "the $1 server of $SH was not stopped with services.sh stop"
+  write_secrets
+  "start_$1"
+  rm -f "$RUN/$1.paused"
+  say "$1 started"
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down ;;
+  stop) [[ "${2:-}" =~ ^(mlflow|prefect)$ ]] || fail "usage: scripts/services.sh stop mlflow|prefect [--kill]"
+        pause "$2" "${3:-}" ;;
+  start) [[ "${2:-}" =~ ^(mlflow|prefect)$ ]] || fail "usage: scripts/services.sh start mlflow|prefect"
+         resume "$2" ;;
+  *) fail "usage: scripts/services.sh up | down | stop mlflow|prefect [--kill] | start mlflow|prefect" ;;
+esac

@@ -1,0 +1,94 @@
+"""A tracking server asked before anything starts: does it answer, and does it take this shell's credentials
+(MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)? Plain HTTP, no MLflow import:
+the command line checks it in milliseconds."""
+from __future__ import annotations
+
+import base64
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Mapping
+
+from tasks.params import ParamsError, TrackingParams
+from tasks.tracking.mlflow_store import is_server, tracking_uri, use_tracking_uri
+
+CHECK_SECONDS = 10
+URL_CREDENTIALS = re.compile(r"^([a-z]+://)[^/@]*@")
+
+
+def credentials_header(environ: Mapping[str, str]) -> dict[str, str]:
+    """The Authorization header MLflow's client sends for these settings (none without them)."""
+    user, password = environ.get("MLFLOW_TRACKING_USERNAME"), environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    token = environ.get("MLFLOW_TRACKING_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def where_from(uri: str, configured: str | None) -> str:
+    """How the line names the store: by the parameter or the variable that chose it (a password left out)."""
+    shown = URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
+    return f"tracking.uri {shown}" if configured else f"MLFLOW_TRACKING_URI {shown}"
+
+
+def server_problem(uri: str, experiment: str, environ: Mapping[str, str]) -> str | None:
+    """None when the server answers an experiment lookup with these credentials; else what is wrong."""
+    query = urllib.parse.urlencode({"experiment_name": experiment})
+    request = urllib.request.Request(f"{uri}/api/2.0/mlflow/experiments/get-by-name?{query}",
+                                     headers=credentials_header(environ))
+    try:
+        with urllib.request.urlopen(request, timeout=CHECK_SECONDS):
+            return None
+    except urllib.error.HTTPError as error:
+        if error.code == 404 and b"RESOURCE_DOES_NOT_EXIST" in error.read():
+            return None  # the experiment is made by the first run
+        if error.code in (401, 403):
+            given = "refused the credentials given" if credentials_header(environ) else "asks for credentials"
+            return (f"{given} (HTTP {error.code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
+                    "(. .services/client.env on the services' machine)")
+        return f"answered HTTP {error.code} {error.reason}: is it an MLflow tracking server?"
+    except (urllib.error.URLError, OSError) as error:
+        return f"no MLflow server answers there ({getattr(error, 'reason', error)})"
+
+
+def check_tracking(configured: str | None, experiment: str) -> str | None:
+    """One line when the run's tracking server cannot be used; None for the embedded store or a good server."""
+    uri = configured or tracking_uri()
+    if not is_server(uri):
+        return None
+    problem = server_problem(uri, experiment, os.environ)
+    return f"{where_from(uri, configured)}: {problem}" if problem else None
+
+
+def retries_for(seconds: float) -> int:
+    """How many retries MLflow's client (urllib3: no wait before the first, then 4, 8, 16, ... s, at most 120 s, with
+    its backoff factor 2) makes to keep trying for `seconds`."""
+    waited, retries = 0.0, 0
+    while waited < seconds:
+        retries += 1
+        waited += 0 if retries == 1 else min(2.0 * 2 ** (retries - 1), 120.0)
+    return retries
+
+
+def use_tracking(tracking: TrackingParams) -> None:
+    """This process (and what it starts) tracks where the run's params say, retrying a server that does not answer
+    for tracking.retry_minutes (unless MLFLOW_HTTP_REQUEST_MAX_RETRIES says otherwise); a server that cannot be used
+    stops it here, in one line, before anything starts."""
+    use_tracking_uri(tracking.uri)
+    if is_server(tracking_uri()):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(retries_for(tracking.retry_minutes * 60)))
+    if problem := check_tracking(tracking.uri, tracking.experiment):
+        raise ParamsError(problem)
+
+
+def store_problem(uri: str) -> str | None:
+    """One line when a store given by URI (copy-runs' --to and --from) cannot be used."""
+    if is_server(uri):
+        problem = server_problem(uri, "Default", os.environ)
+        return f"{where_from(uri, uri).removeprefix('tracking.uri ')}: {problem}" if problem else None
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return f"no MLflow store at {uri.removeprefix('sqlite:///')}"
+    return None

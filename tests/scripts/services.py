@@ -1,0 +1,104 @@
+"""`make services` (scripts/services.sh) for tests: started in a copy of the checkout with its data in a folder of
+its own, stopped, asked through psql; a user's shell pointed at it."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from tests.helpers import copy_checkout, free_port, quiet_env, run, workspace_env
+
+RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
+READY_LINE = "stop: Ctrl-C here, or make services-down"
+
+
+def read_client_env(path: Path) -> dict[str, str]:
+    """The variables `. .services/client.env` exports."""
+    pairs = [word for line in path.read_text().splitlines() for word in shlex.split(line)[1:]]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+@dataclass
+class Services:
+    repo: Path
+    home: Path
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen | None = None
+    client: dict[str, str] = field(default_factory=dict)
+
+    def script(self, *args: str) -> subprocess.CompletedProcess:
+        return run(["bash", "scripts/services.sh", *args], self.repo, self.env, timeout=300)
+
+    def start(self) -> None:
+        """`up`, until it says it is ready (in what it printed this time: the log keeps earlier starts)."""
+        before = len(self.log.read_text()) if self.log.exists() else 0
+        self.process = subprocess.Popen(["bash", "scripts/services.sh", "up"], cwd=self.repo, env=self.env,
+                                        stdout=open(self.log, "a"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while READY_LINE not in self.log.read_text()[before:]:
+            assert self.process.poll() is None and time.monotonic() < deadline, self.log.read_text()[-3000:]
+            time.sleep(1)
+        self.client = read_client_env(self.home / "client.env")
+
+    def interrupt(self) -> int:
+        """Ctrl-C, as in the terminal of `make services`; its exit status."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.process.wait(timeout=180)
+
+    def psql(self, database: str, query: str) -> str:
+        command = [*self.postgres_bin("psql"), "-h", "127.0.0.1", "-p", self.env["POSTGRES_PORT"], "-U", "ringflow",
+                   "-d", database, "-tAc", query]
+        done = subprocess.run(command, env=dict(os.environ, PGPASSFILE=str(self.home / "pgpass")),
+                              capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    @staticmethod
+    def postgres_bin(name: str) -> list[str]:
+        return [str(sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))[-1])]
+
+    def mlflow(self, path: str, body: dict | None = None, credentials: bool = True) -> Any:
+        """MLflow's REST API as a user's shell reaches it (with its credentials, when authentication is on)."""
+        import requests
+        url = f"{self.client['MLFLOW_TRACKING_URI']}/api/2.0/mlflow/{path}"
+        user = self.client.get("MLFLOW_TRACKING_USERNAME")
+        auth = (user, self.client["MLFLOW_TRACKING_PASSWORD"]) if user and credentials else None
+        answer = requests.request("POST" if body is not None else "GET", url, json=body, auth=auth, timeout=30)
+        answer.raise_for_status()
+        return answer.json()
+
+    def user_env(self, workspace: Path, **extra: str) -> dict[str, str]:
+        """A user's shell pointed at the services (`. .services/client.env`), working in `workspace`."""
+        return workspace_env(workspace, **self.client, **extra)
+
+
+def services_home() -> Path:
+    """A folder PostgreSQL's unprivileged user can reach (pytest's own are closed to other users)."""
+    home = Path(tempfile.mkdtemp(prefix="ringflow-services-", dir="/tmp"))
+    home.chmod(0o711)
+    return home
+
+
+def started_services(checkout: Path, **settings: str) -> Iterator[Services]:
+    """scripts/services.sh up in a copy of the checkout made in `checkout`, on free ports; afterwards down and its
+    data removed."""
+    repo = copy_checkout(checkout)
+    home = services_home()
+    env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(free_port()),
+                    POSTGRES_PORT=str(free_port()), PREFECT_HOME=str(repo / ".prefect"), **settings)
+    env.pop("PREFECT_API_URL", None)
+    started = Services(repo, home, env, repo.parent / "services.log")
+    started.start()
+    try:
+        yield started
+    finally:
+        started.script("down")
+        subprocess.run(["rm", "-rf", str(home)], check=False)

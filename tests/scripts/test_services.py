@@ -1,0 +1,165 @@
+"""`make services` for real (scripts/services.sh in a copy of the checkout): PostgreSQL run as an unprivileged user,
+the MLflow server and the Prefect server on it, the deployments and a worker. Two users' checkouts run the pipeline
+against them; the MLflow server is killed for 30 s and the Prefect server restarted in the middle of a training;
+a second start finds the data again."""
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.helpers import BIN, api_call, make_workspace, run, workspace_env
+from tests.scripts.services import RUN_ID, Services, started_services
+
+pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, whole pipelines
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    yield from started_services(tmp_path_factory.mktemp("services-checkout"))
+
+
+def pipeline(services: Services, workspace: Path, *overrides: str) -> subprocess.CompletedProcess:
+    return run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,
+               services.user_env(workspace))
+
+
+def test_two_users_share_one_experiment_registry_and_gate(services: Services, tmp_path: Path) -> None:
+    users = {name: make_workspace(tmp_path / name) for name in ("ada", "grace")}
+    run_ids = {}
+    for name, workspace in users.items():
+        done = pipeline(services, workspace, "train.epochs=3")
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        run_ids[name] = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
+        assert not (workspace / "mlruns" / "mlflow.db").exists()  # nothing tracked in the user's checkout
+    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
+    found = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
+    assert {run["info"]["run_id"] for run in found} == set(run_ids.values())
+    assert {run["info"]["status"] for run in found} == {"FINISHED"}
+    versions = services.mlflow("model-versions/search?filter=name%3D%27ringflow%27")["model_versions"]
+    assert sorted((version["version"], version["run_id"]) for version in versions) == \
+        [("1", run_ids["ada"]), ("2", run_ids["grace"])]
+    assert re.search(r"ringflow v2 (promoted to champion|kept as challenger): test accuracy \S+ vs champion v1 \S+ "
+                     r"on the same test split", done.stdout)
+    in_postgres = services.psql("mlflow", "SELECT run_uuid FROM runs ORDER BY start_time").split()
+    assert in_postgres == [run_ids["ada"], run_ids["grace"]]
+    assert int(services.psql("prefect", "SELECT count(*) FROM flow_run WHERE state_type = 'COMPLETED'")) >= 2
+    served = services.home / "mlflow-artifacts"
+    assert len(list(served.glob("*/*/artifacts/savedmodel/saved_model.pb"))) == 2  # through the server's HTTP
+
+
+def test_copy_runs_moves_a_user_s_history_to_the_server_once(services: Services, tmp_path: Path) -> None:
+    alone = make_workspace(tmp_path / "alone")
+    done = run([str(BIN / "python"), "-m", "flows.pipeline", "--set=train.epochs=2"], alone, workspace_env(alone))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    local_run = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
+    copy = [str(BIN / "python"), "-m", "tasks", "copy-runs", "--to", services.client["MLFLOW_TRACKING_URI"]]
+    first, second = (run(copy, alone, workspace_env(alone)) for _ in range(2))
+    assert first.returncode == 0 and re.match(r"copied 1 runs and 1 model versions", first.stdout), first.stderr
+    assert second.stdout.startswith("copied 0 runs and 0 model versions (1 runs and 1 versions were there already)")
+    found = services.mlflow("runs/search", {"experiment_ids": [experiment_id(services)],
+                                            "filter": f"tags.`ringflow.copied_from` = '{local_run}'"})["runs"]
+    assert len(found) == 1
+    copied = found[0]["info"]["run_id"]
+    history = services.mlflow(f"metrics/get-history?run_id={copied}&metric_key=loss")["metrics"]
+    assert sorted(metric["step"] for metric in history) == [0, 1]
+    listed = services.mlflow(f"artifacts/list?run_id={copied}")["files"]
+    assert {"model", "savedmodel", "evaluation"} <= {entry["path"] for entry in listed}
+
+
+def experiment_id(services: Services) -> str:
+    return services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]["experiment_id"]
+
+
+class Lines:
+    """A pipeline's output, read as it comes; wait_for(pattern) blocks until a line matches."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.text, self._process = "", process
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            with self._changed:
+                self.text += line
+                self._changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float = 600) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: re.search(pattern, self.text, re.M) or self._process.poll()
+                                          is not None, timeout), self.text[-2000:]
+        assert re.search(pattern, self.text, re.M), self.text[-3000:]
+
+
+def training(services: Services, workspace: Path, epochs: int) -> tuple[subprocess.Popen, Lines]:
+    process = subprocess.Popen([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}"],
+                               cwd=workspace, env=services.user_env(workspace), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    return process, Lines(process)
+
+
+def test_the_mlflow_server_killed_for_30_s_loses_no_epoch(services: Services, tmp_path: Path) -> None:
+    epochs = 12
+    process, lines = training(services, make_workspace(tmp_path / "workspace"), epochs)
+    lines.wait_for(r"epoch 2: ")
+    assert services.script("stop", "mlflow", "--kill").returncode == 0
+    time.sleep(30)
+    assert services.script("start", "mlflow").returncode == 0
+    assert process.wait(timeout=900) == 0, lines.text[-3000:]
+    run_id = RUN_ID.search(lines.text)[1]  # type: ignore[index]
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(services.client["MLFLOW_TRACKING_URI"])
+    assert client.get_run(run_id).info.status == "FINISHED"
+    for key in ("loss", "val_accuracy", "images_per_sec"):
+        assert [metric.step for metric in client.get_metric_history(run_id, key)] == list(range(epochs)), key
+
+
+def test_the_prefect_server_restarted_mid_run(services: Services, tmp_path: Path) -> None:
+    process, lines = training(services, make_workspace(tmp_path / "workspace"), 10)
+    lines.wait_for(r"epoch 2: ")
+    assert services.script("stop", "prefect").returncode == 0
+    time.sleep(10)
+    assert services.script("start", "prefect").returncode == 0
+    assert process.wait(timeout=900) == 0, lines.text[-3000:]
+    run_id = RUN_ID.search(lines.text)[1]  # type: ignore[index]
+    api = services.client["PREFECT_API_URL"]
+    flow_runs = api_call(api, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"is_null_": True}},
+                                                     "sort": "START_TIME_DESC", "limit": 1})  # not a scheduled one
+    assert flow_runs[0]["state_type"] == "COMPLETED", flow_runs[0]["state"]
+    assert run_id in lines.text
+
+
+def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: Services) -> None:
+    before = services.psql("mlflow", "SELECT count(*) FROM runs")
+    groups = [int(path.read_text()) for path in (services.home / "run").glob("*.pid") if path.stem != "services"]
+    postgres = int((services.home / "postgres" / "data" / "postmaster.pid").read_text().split()[0])
+    assert len(groups) == 3 and services.interrupt() in (0, 130)
+    assert not [group for group in groups if alive(-group)]  # both servers and the worker, with their children
+    assert not alive(postgres) and not (services.home / "postgres" / "data" / "postmaster.pid").exists()
+    services.start()
+    assert services.psql("mlflow", "SELECT count(*) FROM runs") == before
+    assert stat_mode(services.home / "client.env") == stat_mode(services.home / "secrets.env") == 0o600
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def alive(pid: int) -> bool:
+    """Whether a process (or, negative, any process of a group) is still there; a zombie left to init is not."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone while looking
+            continue
+        state, group = fields[0], int(fields[2])
+        if state != "Z" and (int(stat.parent.name) == pid if pid > 0 else group == -pid):
+            return True
+    return False

@@ -1,0 +1,87 @@
+"""`make services` for a team on the test cluster: the servers bind the head's address on the hosts' network, so
+authentication is on (no request without credentials, credentials in files of mode 0600, no password on any command
+line); a worker of the remote pool on h1 pulls the deployment's commit, sets it up and runs it there, tracked on the
+head's servers."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import requests
+
+from tasks.launch.remote.addresses import head_address
+from tests.helpers import BIN, run
+from tests.scripts.services import Services, started_services
+from tests.tasks.launch.cluster_hosts import cluster_up, on_host
+
+pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on h1
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[str]]:
+    yield from cluster_up()
+
+
+@pytest.fixture(scope="module")
+def services(cluster: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    yield from started_services(tmp_path_factory.mktemp("team-checkout"), SERVICES_HOST=head_address(cluster))
+
+
+def passwords(services: Services) -> list[str]:
+    return [line.split("=", 1)[1] for line in (services.home / "secrets.env").read_text().splitlines()]
+
+
+def test_without_credentials_both_servers_refuse(services: Services) -> None:
+    mlflow_uri, prefect_api = services.client["MLFLOW_TRACKING_URI"], services.client["PREFECT_API_URL"]
+    assert not mlflow_uri.startswith("http://127.") and not prefect_api.startswith("http://127.")
+    refused = requests.post(f"{mlflow_uri}/api/2.0/mlflow/experiments/search", json={"max_results": 1}, timeout=30)
+    assert refused.status_code == 401
+    assert "experiments" in services.mlflow("experiments/search", {"max_results": 1})
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, timeout=30).status_code == 401
+    user, password = services.client["PREFECT_API_AUTH_STRING"].split(":", 1)
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, auth=(user, password), timeout=30).ok
+
+
+def test_credentials_stay_in_private_files_and_off_every_command_line(services: Services) -> None:
+    for name in ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini"):
+        assert (services.home / name).stat().st_mode & 0o777 == 0o600, name
+    command_lines = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    assert "mlflow server" in command_lines and "prefect server start" in command_lines
+    for secret in passwords(services):
+        assert secret not in command_lines
+        assert secret not in (services.home / "logs" / "mlflow.log").read_text()
+
+
+def remote_worker(services: Services, host: str) -> int:
+    """scripts/remote_worker.sh on `host` (the hosts share this filesystem), in its own process group; its pid."""
+    log = services.repo.parent / f"worker-{host}.log"
+    started = on_host(host, f"cd {services.repo} && (setsid bash scripts/remote_worker.sh {services.home}/client.env "
+                            f"> {log} 2>&1 < /dev/null & echo $!)")
+    assert started.returncode == 0, started.stderr
+    return int(started.stdout.split()[-1])
+
+
+def test_a_worker_on_h1_pulls_the_commit_and_runs_the_deployment_there(services: Services) -> None:
+    worker = remote_worker(services, "h1")
+    try:
+        env = dict(services.env, **services.client)
+        done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
+                    "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
+        assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
+    finally:
+        os.killpg(worker, signal.SIGTERM)
+        time.sleep(1)
+        subprocess.run(["pkill", "-KILL", "-g", str(worker)], check=False)
+    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
+    (found,) = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
+    tags = {tag["key"]: tag["value"] for tag in found["data"]["tags"]}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True).stdout
+    assert (found["info"]["status"], tags["ringflow.host"]) == ("FINISHED", "h1")
+    assert tags["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on h1
+    served = list(Path(services.home / "mlflow-artifacts").glob("*/*/artifacts/savedmodel/saved_model.pb"))
+    assert len(served) == 1  # through the head's server: h1 wrote nothing into the head's store itself

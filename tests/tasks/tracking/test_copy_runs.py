@@ -1,0 +1,78 @@
+"""copy-runs between two real MLflow stores: runs with params, metric histories, tags, status and artifacts, the
+registered versions with their tags and aliases; a second copy copies nothing twice."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.tracking.copy_runs import COPIED_FROM, copy_runs
+
+
+def filled_store(folder: Path) -> str:
+    """A store like a user's: two finished runs of `ringflow`, each with a model version; v2 is champion."""
+    from mlflow.tracking import MlflowClient
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    experiment = client.create_experiment("ringflow", artifact_location=(folder / "artifacts").as_uri())
+    client.create_registered_model("ringflow")
+    for number in (1, 2):
+        run_id = client.create_run(experiment, tags={"ringflow.data_hash": f"h{number}"}, run_name=f"run-{number}")\
+            .info.run_id
+        client.log_param(run_id, "learning_rate", str(0.001 * number))
+        for step in range(3):
+            client.log_metric(run_id, "loss", 1.0 / (step + number), step=step)
+        model = folder / f"model-{number}"
+        model.mkdir()
+        (model / "MLmodel").write_text(f"model {number}\n")
+        client.log_artifacts(run_id, str(model), "model")
+        client.set_terminated(run_id, "FINISHED")
+        version = client.create_model_version("ringflow", f"runs:/{run_id}/model", run_id=run_id,
+                                              tags={"test_accuracy": f"0.9{number}"})
+    client.set_registered_model_alias("ringflow", "champion", version.version)
+    return uri
+
+
+def test_a_store_is_copied_once_with_its_history_and_registry(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+    (tmp_path / "source").mkdir()
+    (tmp_path / "target").mkdir()
+    source = filled_store(tmp_path / "source")
+    target = f"sqlite:///{tmp_path / 'target' / 'mlflow.db'}"
+    first = copy_runs(source, target)
+    assert (first.runs, first.versions, first.skipped_runs) == (2, 2, 0)
+    again = copy_runs(source, target)
+    assert (again.runs, again.versions, again.skipped_runs, again.skipped_versions) == (0, 0, 2, 2)
+    assert again.sentence() == "copied 0 runs and 0 model versions (2 runs and 2 versions were there already)"
+    client = MlflowClient(tracking_uri=target, registry_uri=target)
+    experiment = client.get_experiment_by_name("ringflow")
+    copies = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    assert set(copies) == {"run-1", "run-2"}
+    copy = copies["run-2"]
+    assert copy.info.status == "FINISHED" and copy.data.params == {"learning_rate": "0.002"}
+    assert copy.data.tags["ringflow.data_hash"] == "h2" and copy.data.tags[COPIED_FROM] == source_run_id(source, "run-2")
+    assert [(m.step, m.value) for m in client.get_metric_history(copy.info.run_id, "loss")] == \
+        [(0, 0.5), (1, 1 / 3), (2, 0.25)]
+    local = client.download_artifacts(copy.info.run_id, "model/MLmodel", str(tmp_path / "check"))
+    assert Path(local).read_text() == "model 2\n"
+    champion = client.get_model_version_by_alias("ringflow", "champion")
+    assert (champion.run_id, champion.tags["test_accuracy"]) == (copy.info.run_id, "0.92")
+    assert champion.tags[COPIED_FROM] == "ringflow/2"
+
+
+def source_run_id(source: str, name: str) -> str:
+    """The id of a run of the source store, by name."""
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=source)
+    experiment = client.get_experiment_by_name("ringflow")
+    (found,) = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{name}'")
+    return found.info.run_id
+
+
+def test_copy_runs_needs_a_target_and_a_store_that_exists(tmp_path: Path) -> None:
+    from tasks import steps
+    from tasks.params import ParamsError
+    with pytest.raises(ParamsError, match="^copy-runs needs --to"):
+        steps.copy_runs_step(None, None)
+    with pytest.raises(ParamsError, match=f"^no MLflow store at {tmp_path / 'none.db'}$"):
+        steps.copy_runs_step(None, f"sqlite:///{tmp_path / 'none.db'}")

@@ -1,0 +1,94 @@
+"""A tracking server is asked before anything starts: one line for one that does not answer, is not MLflow, or wants
+credentials this shell does not give; nothing for the embedded store."""
+from __future__ import annotations
+
+import http.server
+import threading
+from typing import Iterator
+
+import pytest
+
+from tasks.params import ParamsError, TrackingParams
+from tasks.tracking.server import check_tracking, credentials_header, retries_for, use_tracking
+from tests.helpers import free_port
+
+
+def answering(status: int, body: bytes) -> Iterator[str]:
+    """A plain HTTP server that answers every GET with `status` (no MLflow: what a wrong URL reaches)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def not_mlflow() -> Iterator[str]:
+    yield from answering(404, b"<html>no such page</html>")
+
+
+@pytest.fixture
+def locked() -> Iterator[str]:
+    yield from answering(401, b"You are not authenticated.")
+
+
+def test_the_embedded_store_is_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert check_tracking(None, "ringflow") is None
+
+
+def test_a_server_that_does_not_answer_is_one_line_naming_the_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # so that the test's end puts back what was
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # (use_tracking sets the variable for this process)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")  # and this one where unset
+    with pytest.raises(ParamsError, match=rf"^tracking.uri {uri}: no MLflow server answers there \(.*refused.*\)$"):
+        use_tracking(TrackingParams(uri=uri))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri.replace("//", "//ringflow:hunter2@"))
+    assert check_tracking(None, "ringflow").startswith(f"MLFLOW_TRACKING_URI {uri.replace('//', '//***@')}: no "
+                                                       "MLflow server answers there")
+
+
+def test_a_server_that_is_not_mlflow_or_wants_credentials(not_mlflow: str, locked: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert check_tracking(not_mlflow, "x") == (f"tracking.uri {not_mlflow}: answered HTTP 404 Not Found: is it an "
+                                               "MLflow tracking server?")
+    assert check_tracking(locked, "x").startswith(f"tracking.uri {locked}: asks for credentials (HTTP 401): set "
+                                                  "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+    assert check_tracking(locked, "x").startswith(f"tracking.uri {locked}: refused the credentials given (HTTP 401)")
+
+
+def test_credentials_travel_as_mlflow_sends_them() -> None:
+    assert credentials_header({"MLFLOW_TRACKING_USERNAME": "u", "MLFLOW_TRACKING_PASSWORD": "p"}) == \
+        {"Authorization": "Basic dTpw"}
+    assert credentials_header({"MLFLOW_TRACKING_TOKEN": "t"}) == {"Authorization": "Bearer t"}
+    assert credentials_header({}) == {}
+
+
+@pytest.mark.parametrize("uri, problem", [
+    ("ftp://host", "is not an MLflow tracking URI"),
+    ("http://ringflow:secret@host:5000", "holds credentials, which would be recorded with the run"),
+])
+def test_a_bad_tracking_uri_is_refused(uri: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        TrackingParams(uri=uri)
+    assert TrackingParams(uri="http://host:5000/").uri == "http://host:5000"
+
+
+def test_the_retry_budget_covers_tracking_retry_minutes() -> None:
+    assert [retries_for(seconds) for seconds in (0, 4, 30, 300, 600)] == [0, 2, 5, 8, 10]

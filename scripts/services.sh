@@ -107,6 +107,7 @@ start_component() {  # $1 name, then the command: its own session (process group
   local name=$1; shift
   setsid "$@" > "$LOGS/$name.log" 2>&1 < /dev/null &
   echo $! > "$RUN/$name.pid"
+  disown  # its end is watched through the pid file; bash need not report it
 }
 
 wait_http() {  # $1 name, $2 URL: until it answers, or one line when the component died

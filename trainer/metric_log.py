@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Callable
 
 SPOOL_FILE = "epoch_metrics.jsonl"  # beside the checkpoints, which outlive a failed job as these must
-Send = Callable[[int, dict[str, float]], None]
+Send = Callable[[int, dict[str, float], int], None]  # epoch, metrics, timestamp (ms): a batch sent twice is identical
+Spooled = tuple[int, dict[str, float], int]
 
 
-def append_to_spool(spool: Path, epoch: int, metrics: dict[str, float]) -> None:
+def append_to_spool(spool: Path, epoch: int, metrics: dict[str, float], timestamp: int) -> None:
     """One epoch as one line, on disk before this returns."""
     spool.parent.mkdir(parents=True, exist_ok=True)
     with open(spool, "a") as handle:
-        handle.write(json.dumps({"epoch": epoch, "metrics": metrics}) + "\n")
+        handle.write(json.dumps({"epoch": epoch, "metrics": metrics, "timestamp": timestamp}) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def read_spool(spool: Path) -> list[tuple[int, dict[str, float]]]:
+def read_spool(spool: Path) -> list[Spooled]:
     """The spooled epochs in order; a last line cut short by a killed process is left out."""
     if not spool.is_file():
         return []
@@ -35,7 +36,8 @@ def read_spool(spool: Path) -> list[tuple[int, dict[str, float]]]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        epochs.append((int(record["epoch"]), {key: float(value) for key, value in record["metrics"].items()}))
+        metrics = {key: float(value) for key, value in record["metrics"].items()}
+        epochs.append((int(record["epoch"]), metrics, int(record["timestamp"])))
     return epochs
 
 
@@ -46,19 +48,20 @@ class BackgroundMetricLog:
     def __init__(self, send: Send, spool: Path, retry_seconds: float, first_pause: float = 1.0) -> None:
         self._send, self._spool, self._retry_seconds = send, spool, retry_seconds
         self._first_pause = first_pause
-        self._pending: list[tuple[int, dict[str, float]]] = []
+        self._pending: list[Spooled] = []
         self._lock = threading.Condition()
         self.gave_up = False
         self._thread = threading.Thread(target=self._run, name="metric-log", daemon=True)
         self._thread.start()
 
     def __call__(self, epoch: int, metrics: dict[str, float]) -> None:
-        append_to_spool(self._spool, epoch, metrics)
+        stamp = int(time.time() * 1000)
+        append_to_spool(self._spool, epoch, metrics, stamp)
         with self._lock:
-            self._pending.append((epoch, metrics))
+            self._pending.append((epoch, metrics, stamp))
             self._lock.notify_all()
 
-    def _next(self) -> tuple[int, dict[str, float]]:
+    def _next(self) -> Spooled:
         with self._lock:
             while not self._pending:
                 self._lock.wait()
@@ -73,9 +76,9 @@ class BackgroundMetricLog:
         failing_since: float | None = None
         pause = self._first_pause
         while True:
-            epoch, metrics = self._next()
+            epoch, metrics, stamp = self._next()
             try:
-                self._send(epoch, metrics)
+                self._send(epoch, metrics, stamp)
             except Exception as error:  # whatever the client raises for a server that is away
                 failing_since = failing_since or time.monotonic()
                 if time.monotonic() - failing_since >= self._retry_seconds:

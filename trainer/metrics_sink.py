@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import time
 from typing import Callable
 
 from trainer.config import JobSpec
@@ -28,7 +27,7 @@ def load_tracking_settings() -> None:
             os.environ.update(json.load(handle))
 
 
-def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
+def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float], int], None]:
     """Each epoch's metrics into the MLflow run `run_id` (the store in MLFLOW_TRACKING_URI)."""
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
@@ -37,8 +36,7 @@ def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float]], None]:
     os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="10")
     client = MlflowClient()
 
-    def log_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        stamp = int(time.time() * 1000)
+    def log_epoch(epoch: int, metrics: dict[str, float], stamp: int) -> None:
         client.log_batch(run_id, metrics=[Metric(key, value, stamp, epoch) for key, value in metrics.items()])
 
     return log_epoch

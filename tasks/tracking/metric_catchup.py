@@ -7,27 +7,28 @@ from pathlib import Path
 from typing import Iterator
 
 from tasks.tracking import mlflow_store
-from trainer.metric_log import SPOOL_FILE, read_spool
+from trainer.metric_log import SPOOL_FILE, Spooled, read_spool
 
 
-def missing_metrics(run_id: str, spooled: list[tuple[int, dict[str, float]]]) -> dict[int, dict[str, float]]:
-    """By epoch, the spooled values whose (key, epoch) the run has no value for (the last spooled value wins)."""
+def missing_metrics(run_id: str, spooled: list[Spooled]) -> dict[int, tuple[dict[str, float], int]]:
+    """By epoch, the spooled values whose (key, epoch) the run has no value for, with their timestamp (the last
+    spooled epoch wins: a resumed job trains it again)."""
     client = mlflow_store.client()
-    keys = {key for _, metrics in spooled for key in metrics}
+    keys = {key for _, metrics, _ in spooled for key in metrics}
     logged = {key: {metric.step for metric in client.get_metric_history(run_id, key)} for key in keys}
-    missing: dict[int, dict[str, float]] = {}
-    for epoch, metrics in spooled:
-        for key, value in metrics.items():
-            if epoch not in logged[key]:
-                missing.setdefault(epoch, {})[key] = value
+    missing: dict[int, tuple[dict[str, float], int]] = {}
+    for epoch, metrics, stamp in spooled:
+        lacking = {key: value for key, value in metrics.items() if epoch not in logged[key]}
+        if lacking:
+            missing[epoch] = (lacking, stamp)
     return missing
 
 
 def log_spooled_metrics(run_id: str, checkpoint_dir: Path) -> int:
     """Log what the run lacks of its job's spool; how many epochs that touched."""
     missing = missing_metrics(run_id, read_spool(checkpoint_dir / SPOOL_FILE))
-    for epoch, metrics in sorted(missing.items()):
-        mlflow_store.log_metrics(run_id, metrics, step=epoch)
+    for epoch, (metrics, stamp) in sorted(missing.items()):
+        mlflow_store.log_metrics(run_id, metrics, epoch, stamp)
     return len(missing)
 
 

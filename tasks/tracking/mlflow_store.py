@@ -73,13 +73,14 @@ def newest_runs(experiment: str, filter_string: str = "", max_results: int = 1) 
                                           order_by=["attributes.start_time DESC"]))
 
 
-def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
-    """Log metrics to a run at one step (final ones at 0), in one batch."""
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, timestamp: int | None = None) -> None:
+    """Log metrics to a run at one step (final ones at 0), in one batch; at `timestamp` (ms; now when None), which
+    makes a batch sent again identical, so the store keeps it once."""
     import time
 
     from mlflow.entities import Metric
-    now = int(time.time() * 1000)
-    client().log_batch(run_id, metrics=[Metric(key, float(value), now, step) for key, value in metrics.items()])
+    stamp = int(time.time() * 1000) if timestamp is None else timestamp
+    client().log_batch(run_id, metrics=[Metric(key, float(value), stamp, step) for key, value in metrics.items()])
 
 
 def log_params(run_id: str, params: dict[str, Any]) -> None:

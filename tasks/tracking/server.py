@@ -34,11 +34,25 @@ def where_from(uri: str, configured: str | None) -> str:
     return f"tracking.uri {shown}" if configured else f"MLFLOW_TRACKING_URI {shown}"
 
 
+def without_credentials(uri: str) -> tuple[str, dict[str, str]]:
+    """A URI's `user:password@` (which MLflow's client sends as basic authentication) as that header, and the URI
+    without it."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.username is None:
+        return uri, {}
+    user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    header = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), header
+
+
 def server_problem(uri: str, experiment: str, environ: Mapping[str, str]) -> str | None:
-    """None when the server answers an experiment lookup with these credentials; else what is wrong."""
+    """None when the server answers an experiment lookup with these credentials (the environment's, or the URI's
+    own); else what is wrong."""
     query = urllib.parse.urlencode({"experiment_name": experiment})
-    request = urllib.request.Request(f"{uri}/api/2.0/mlflow/experiments/get-by-name?{query}",
-                                     headers=credentials_header(environ))
+    address, in_uri = without_credentials(uri)
+    headers = credentials_header(environ) or in_uri
+    request = urllib.request.Request(f"{address}/api/2.0/mlflow/experiments/get-by-name?{query}", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=CHECK_SECONDS):
             return None
@@ -46,12 +60,14 @@ def server_problem(uri: str, experiment: str, environ: Mapping[str, str]) -> str
         if error.code == 404 and b"RESOURCE_DOES_NOT_EXIST" in error.read():
             return None  # the experiment is made by the first run
         if error.code in (401, 403):
-            given = "refused the credentials given" if credentials_header(environ) else "asks for credentials"
+            given = "refused the credentials given" if headers else "asks for credentials"
             return (f"{given} (HTTP {error.code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
                     "(. .services/client.env on the services' machine)")
         return f"answered HTTP {error.code} {error.reason}: is it an MLflow tracking server?"
     except (urllib.error.URLError, OSError) as error:
         return f"no MLflow server answers there ({getattr(error, 'reason', error)})"
+    except ValueError as error:  # http.client.InvalidURL: a port that is not a number, ...
+        return f"is not a URL this machine can ask ({error})"
 
 
 def check_tracking(configured: str | None, experiment: str) -> str | None:

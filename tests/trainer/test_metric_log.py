@@ -16,13 +16,15 @@ class FlakyServer:
     def __init__(self) -> None:
         self.up = threading.Event()
         self.received: list[tuple[int, dict[str, float]]] = []
+        self.stamps: list[int] = []
         self.refused = 0
 
-    def send(self, epoch: int, metrics: dict[str, float]) -> None:
+    def send(self, epoch: int, metrics: dict[str, float], stamp: int) -> None:
         if not self.up.is_set():
             self.refused += 1
             raise ConnectionError("Connection refused")
         self.received.append((epoch, metrics))
+        self.stamps.append(stamp)
 
 
 def test_epochs_wait_for_the_server_in_order_and_training_does_not(tmp_path: Path) -> None:
@@ -35,6 +37,8 @@ def test_epochs_wait_for_the_server_in_order_and_training_does_not(tmp_path: Pat
     assert log.close() == 0
     assert server.received == [(0, {"loss": 1.0}), (1, {"loss": 0.5}), (2, {"loss": 1 / 3})]
     assert server.refused >= 1 and not log.gave_up
+    # each epoch keeps the time it was reported: a batch sent again is the same batch, which the store keeps once
+    assert server.stamps == [stamp for _, _, stamp in read_spool(tmp_path / "spool.jsonl")]
 
 
 def test_after_the_retry_window_the_spool_keeps_what_was_not_sent(tmp_path: Path,
@@ -45,12 +49,12 @@ def test_after_the_retry_window_the_spool_keeps_what_was_not_sent(tmp_path: Path
     log(1, {"loss": 0.25})
     assert log.close() == 2 and log.gave_up
     assert capsys.readouterr().err.strip().endswith(f"epochs from 0 on wait in {tmp_path / 'spool.jsonl'}")
-    assert read_spool(tmp_path / "spool.jsonl") == [(0, {"loss": 0.5}), (1, {"loss": 0.25})]
+    assert [spooled[:2] for spooled in read_spool(tmp_path / "spool.jsonl")] == [(0, {"loss": 0.5}), (1, {"loss": 0.25})]
 
 
 def test_a_spool_line_cut_short_by_a_killed_process_is_left_out(tmp_path: Path) -> None:
     spool = tmp_path / "checkpoints" / "spool.jsonl"
-    append_to_spool(spool, 0, {"loss": 0.5})
+    append_to_spool(spool, 0, {"loss": 0.5}, 1000)
     with open(spool, "a") as handle:
         handle.write('{"epoch": 1, "metr')
-    assert read_spool(spool) == [(0, {"loss": 0.5})] and read_spool(tmp_path / "none.jsonl") == []
+    assert read_spool(spool) == [(0, {"loss": 0.5}, 1000)] and read_spool(tmp_path / "none.jsonl") == []

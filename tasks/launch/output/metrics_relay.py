@@ -18,8 +18,8 @@ class MetricRelay:
     def __init__(self, run_id: str | None, job: JobSpec, on_line: Callable[[str], None]) -> None:
         self._on_line = on_line
         self._log = None if run_id is None else BackgroundMetricLog(
-            lambda epoch, metrics: mlflow_store.log_metrics(run_id, metrics, step=epoch), job.checkpoint_dir / SPOOL_FILE,
-            job.metrics_retry_seconds)
+            lambda epoch, metrics, stamp: mlflow_store.log_metrics(run_id, metrics, epoch, stamp),
+            job.checkpoint_dir / SPOOL_FILE, job.metrics_retry_seconds)
 
     def __call__(self, line: str) -> None:
         try:

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from tasks.params import ParamsError, TrackingParams
-from tasks.tracking.server import check_tracking, credentials_header, retries_for, use_tracking
+from tasks.tracking.server import check_tracking, credentials_header, retries_for, use_tracking, without_credentials
 from tests.helpers import free_port
 
 
@@ -68,9 +68,19 @@ def test_a_server_that_is_not_mlflow_or_wants_credentials(not_mlflow: str, locke
                                                "MLflow tracking server?")
     assert check_tracking(locked, "x").startswith(f"tracking.uri {locked}: asks for credentials (HTTP 401): set "
                                                   "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    with_password = locked.replace("//", "//ringflow:hunter2@")  # as MLFLOW_TRACKING_URI may give them
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", with_password)
+    assert check_tracking(None, "x").startswith(f"MLFLOW_TRACKING_URI {locked.replace('//', '//***@')}: refused "
+                                                "the credentials given (HTTP 401)")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
     assert check_tracking(locked, "x").startswith(f"tracking.uri {locked}: refused the credentials given (HTTP 401)")
+
+
+def test_a_password_in_the_uri_is_sent_as_mlflow_sends_it(not_mlflow: str) -> None:
+    address, header = without_credentials(not_mlflow.replace("//", "//ringflow:p%40ss@"))
+    assert (address, header) == (not_mlflow, {"Authorization": "Basic cmluZ2Zsb3c6cEBzcw=="})
+    assert without_credentials(not_mlflow) == (not_mlflow, {})
 
 
 def test_credentials_travel_as_mlflow_sends_them() -> None:

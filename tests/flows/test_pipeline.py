@@ -93,9 +93,10 @@ def test_savedmodel_reloads_and_matches_the_trained_model(pipeline_run: Pipeline
 
 
 def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun, prefect_api: str) -> None:
-    flow_runs = api_call(prefect_api, "/flow_runs/filter", {})
+    """This pipeline's flow run: the newest one (the session's server holds other tests' runs too)."""
+    flow_runs = api_call(prefect_api, "/flow_runs/filter", {"sort": "START_TIME_DESC", "limit": 1})
     assert [r["state_type"] for r in flow_runs] == ["COMPLETED"]
-    task_runs = api_call(prefect_api, "/task_runs/filter", {})
+    task_runs = api_call(prefect_api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
     assert {"convert", "validate", "preflight", "version", "open-run", "train", "evaluate", "export", "register",
             "publish"} <= \
         {r["name"].rsplit("-", 1)[0] for r in task_runs}

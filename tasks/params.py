@@ -59,7 +59,7 @@ class DataParams(Section):
 
 
 TRACKING_SCHEMES = ("http://", "https://", "sqlite:///")
-URL_CREDENTIALS = re.compile(r"^[a-z]+://[^/@]*@")
+URL_CREDENTIALS = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@")  # user:password@ in a URL
 
 
 class TrackingParams(Section):

@@ -5,33 +5,39 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Mapping
 
-from tasks.params import ParamsError, TrackingParams
+from tasks.params import URL_CREDENTIALS, ParamsError, TrackingParams
 from tasks.tracking.mlflow_store import is_server, tracking_uri, use_tracking_uri
 
 CHECK_SECONDS = 10
-URL_CREDENTIALS = re.compile(r"^([a-z]+://)[^/@]*@")
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 def credentials_header(environ: Mapping[str, str]) -> dict[str, str]:
     """The Authorization header MLflow's client sends for these settings (none without them)."""
     user, password = environ.get("MLFLOW_TRACKING_USERNAME"), environ.get("MLFLOW_TRACKING_PASSWORD")
     if user and password:
-        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+        return basic_auth(user, password)
     token = environ.get("MLFLOW_TRACKING_TOKEN")
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def shown(uri: str) -> str:
+    """A URI as a line may show it: its password left out."""
+    return URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
+
+
 def where_from(uri: str, configured: str | None) -> str:
-    """How the line names the store: by the parameter or the variable that chose it (a password left out)."""
-    shown = URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
-    return f"tracking.uri {shown}" if configured else f"MLFLOW_TRACKING_URI {shown}"
+    """How the line names the store: by the parameter or the variable that chose it."""
+    return f"tracking.uri {shown(uri)}" if configured else f"MLFLOW_TRACKING_URI {shown(uri)}"
 
 
 def without_credentials(uri: str) -> tuple[str, dict[str, str]]:
@@ -42,8 +48,7 @@ def without_credentials(uri: str) -> tuple[str, dict[str, str]]:
         return uri, {}
     user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
     netloc = parts.netloc.rsplit("@", 1)[1]
-    header = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), header
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), basic_auth(user, password)
 
 
 def server_problem(uri: str, experiment: str, environ: Mapping[str, str]) -> str | None:
@@ -104,7 +109,7 @@ def store_problem(uri: str) -> str | None:
     """One line when a store given by URI (copy-runs' --to and --from) cannot be used."""
     if is_server(uri):
         problem = server_problem(uri, "Default", os.environ)
-        return f"{where_from(uri, uri).removeprefix('tracking.uri ')}: {problem}" if problem else None
+        return f"{shown(uri)}: {problem}" if problem else None
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return f"no MLflow store at {uri.removeprefix('sqlite:///')}"
     return None

@@ -19,7 +19,7 @@ from tasks.data.data_lock import prepared_data_lock
 from tasks.data.prepare import fingerprint, left_out_line, prepare, up_to_date
 from tasks.data.validate import save_report, validate
 from tasks.launch.job import train
-from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key
+from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
 from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
 from tasks.launch.preflight import LaunchCheck, check_launch, dry_run_check, unchecked_hosts
 from tasks.outputs.evaluate import check_trained_on, evaluate, split_hash
@@ -99,8 +99,9 @@ def preflight_step(params: Params) -> LaunchCheck:
     over ssh), the Horovod build, a run to resume. Its result travels to the launch."""
     check = check_launch(params, PREPARED_DIR)
     if params.train.resume_from:
-        checkpoints = resumable_run(params, params.train.resume_from).checkpoint_dir
-        check_resumable(params, checkpoints, checkpoint_owner(params, read_manifest(PREPARED_DIR)))
+        workspace = resumable_run(params, params.train.resume_from)
+        if not trained_already(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir):
+            check_resumable(params, workspace.checkpoint_dir, checkpoint_owner(params, read_manifest(PREPARED_DIR)))
     return check
 
 

@@ -11,7 +11,7 @@ from typing import Callable
 from tasks.atomic import atomic_dir
 from tasks.launch.environment import rank_environment, redact, tracking_environment, write_rank_secrets
 from tasks.launch.hostlist import host_slots
-from tasks.launch.job_config import check_resumable, job_spec, write_trainer_config
+from tasks.launch.job_config import check_resumable, job_spec, trained_already, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.output.metrics_relay import MetricRelay
@@ -139,6 +139,9 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
     checkpoint in checkpoint_dir when it holds one of the same config and code. Rank 0 logs to the MLflow run
     `run_id` (when given), through its output lines when hosts do not share this machine's filesystem.
     """
+    if trained_already(params, data_dir, out_dir, checkpoint_dir):
+        on_line(f"training: this run's job had trained all {params.train.epochs} epochs into {out_dir}; recording it")
+        return TrainResult(out_dir, read_train_summary(out_dir))
     check = check or check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
         job = job_spec(params, data_dir, work_dir, checkpoint_dir)

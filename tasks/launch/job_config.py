@@ -10,7 +10,8 @@ from tasks.launch.errors import PreflightError
 from tasks.params import Params
 from tasks.versioning.run_state import code_digest
 from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epochs
-from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, write_config
+from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, read_config, write_config
+from trainer.model_io import TRAIN_SUMMARY
 from trainer.prepared_data import read_manifest
 
 
@@ -49,6 +50,17 @@ def check_resumable(params: Params, checkpoint_dir: Path, owner: str) -> None:
     if done >= params.train.epochs:
         raise PreflightError(f"nothing to train: the run's checkpoints already hold {done} epochs and train.epochs "
                              f"is {params.train.epochs} (raise train.epochs to continue it)")
+
+
+def trained_already(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path) -> bool:
+    """Whether a job of this config and code already trained every epoch into out_dir (its model and summary
+    saved) and only the steps after it failed (a tracking server away): a resume records it, launching nothing."""
+    config_file = out_dir / CONFIG_FILE_NAME
+    if not (out_dir / TRAIN_SUMMARY).is_file() or not config_file.is_file():
+        return False
+    done = read_config(config_file)
+    return saved_epochs(checkpoint_dir) == done.train.epochs == params.train.epochs and \
+        done.job.checkpoint_owner == checkpoint_owner(params, read_manifest(data_dir))
 
 
 def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path) -> JobSpec:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from tasks.params import URL_CREDENTIALS
 from tasks.paths import MLRUNS_DIR
 
 # MLflow prints a run's page as `<tracking URI>/#/...` when a run ends on a tracking server: with the URI's
@@ -29,6 +30,11 @@ def use_tracking_uri(uri: str | None) -> None:
     MLFLOW_TRACKING_URI); unset, the environment's or the embedded store stays."""
     if uri:
         os.environ["MLFLOW_TRACKING_URI"] = uri
+
+
+def shown(uri: str) -> str:
+    """A URI as a line may show it: its password left out."""
+    return URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
 
 
 def is_server(uri: str) -> bool:
@@ -125,11 +131,29 @@ def end_run(run_id: str, ok: bool) -> None:
     client().set_terminated(run_id, status="FINISHED" if ok else "FAILED")
 
 
+class TrackingServerAway(RuntimeError):
+    """The tracking server did not answer through all of MLflow's client retries (tracking.retry_minutes)."""
+    retryable = False  # the step's retry would wait as long again; --resume continues once the server is back
+
+
+def server_away(error: BaseException) -> bool:
+    """Whether MLflow's client gave up on a tracking server that did not answer (not one that answered no)."""
+    said = str(error)
+    return is_server(tracking_uri()) and "failed with exception" in said and \
+        ("Max retries exceeded" in said or "Connection" in said)
+
+
 @contextlib.contextmanager
 def failing_marks_run(run_id: str) -> Iterator[None]:
-    """Mark the run FAILED if the block raises, then re-raise."""
+    """Mark the run FAILED if the block raises, then re-raise; a tracking server that stopped answering cannot be
+    told, and the run (left RUNNING, its checkpoints kept) ends in ringflow's one line instead of the client's."""
     try:
         yield
-    except BaseException:
+    except BaseException as error:
+        if server_away(error):
+            raise TrackingServerAway(
+                f"the tracking server {shown(tracking_uri())} did not answer within tracking.retry_minutes: run "
+                f"{run_id} stopped; its checkpoints are kept and --resume continues it once the server is back"
+            ) from error
         end_run(run_id, ok=False)
         raise

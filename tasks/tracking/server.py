@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Mapping
 
-from tasks.params import URL_CREDENTIALS, ParamsError, TrackingParams
-from tasks.tracking.mlflow_store import is_server, tracking_uri, use_tracking_uri
+from tasks.params import ParamsError, TrackingParams
+from tasks.tracking.mlflow_store import is_server, shown, tracking_uri, use_tracking_uri
 
 CHECK_SECONDS = 10
 
@@ -28,11 +28,6 @@ def credentials_header(environ: Mapping[str, str]) -> dict[str, str]:
         return basic_auth(user, password)
     token = environ.get("MLFLOW_TRACKING_TOKEN")
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def shown(uri: str) -> str:
-    """A URI as a line may show it: its password left out."""
-    return URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
 
 
 def where_from(uri: str, configured: str | None) -> str:

@@ -98,8 +98,8 @@ class Lines:
         assert re.search(pattern, self.text, re.M), self.text[-3000:]
 
 
-def training(services: Services, workspace: Path, epochs: int) -> tuple[subprocess.Popen, Lines]:
-    process = subprocess.Popen([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}"],
+def training(services: Services, workspace: Path, epochs: int, *flags: str) -> tuple[subprocess.Popen, Lines]:
+    process = subprocess.Popen([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}", *flags],
                                cwd=workspace, env=services.user_env(workspace), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     return process, Lines(process)
@@ -120,6 +120,33 @@ def test_the_mlflow_server_killed_for_30_s_loses_no_epoch(services: Services, tm
     for key in ("loss", "val_accuracy", "images_per_sec"):
         steps = sorted(metric.step for metric in client.get_metric_history(run_id, key))  # PostgreSQL's order
         assert steps == list(range(epochs)), key  # each epoch once: none lost, none logged twice
+
+
+def test_a_tracking_server_away_longer_than_retry_minutes_stops_the_run_for_a_resume(services: Services,
+                                                                                     tmp_path: Path) -> None:
+    workspace, epochs = make_workspace(tmp_path / "workspace"), 6
+    process, lines = training(services, workspace, epochs, "--set=tracking.retry_minutes=0.2")  # 12 s
+    lines.wait_for(r"epoch 1: ")
+    assert services.script("stop", "mlflow").returncode == 0
+    try:
+        lines.wait_for(r"^error: ")
+        assert process.wait(timeout=300) == 1
+    finally:
+        assert services.script("start", "mlflow").returncode == 0
+    last = lines.text.strip().splitlines()[-1]
+    stopped = re.fullmatch(r"error: the tracking server http://\S+ did not answer within tracking.retry_minutes: "
+                           r"run (\w+) stopped; its checkpoints are kept and --resume continues it once the server "
+                           r"is back", last)
+    assert stopped, lines.text[-3000:]
+    resumed = run([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}", "--resume"], workspace,
+                  services.user_env(workspace))
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
+    assert RUN_ID.search(resumed.stdout)[1] == stopped[1]  # type: ignore[index]
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(services.client["MLFLOW_TRACKING_URI"])
+    assert client.get_run(stopped[1]).info.status == "FINISHED"
+    steps = sorted(metric.step for metric in client.get_metric_history(stopped[1], "val_accuracy"))
+    assert steps == list(range(epochs))
 
 
 def test_the_prefect_server_restarted_mid_run(services: Services, tmp_path: Path) -> None:

@@ -15,11 +15,13 @@ from tasks.launch.job_config import (
     checkpoint_owner,
     config_key,
     job_spec,
+    trained_already,
     write_trainer_config,
 )
 from tasks.params import Params, TrackingParams
 from trainer.checkpoint_files import OWNER_FILE
 from trainer.config import CONFIG_FILE_NAME, InputParams, TrainParams, read_config
+from trainer.model_io import TRAIN_SUMMARY
 
 MANIFEST = {"image_shape": [8, 8, 1], "fingerprint": "digits-v1"}
 
@@ -144,3 +146,32 @@ def test_the_config_file_holds_the_resolved_params_and_the_job_as_the_processes_
     assert (config.train, config.input, config.job) == (run_params.train, run_params.input, job)
     assert json.loads(path.read_text())["tracking"] == {"experiment": "exp", "ui_url": "http://127.0.0.1:5000",
                                                       "uri": None, "retry_minutes": 5.0}
+
+
+def trained_job(tmp_path: Path, run_params: Params, epochs_saved: int, summary: bool = True) -> tuple[Path, Path]:
+    """A run's model directory and checkpoints as a job leaves them (summary written or not)."""
+    data_dir, model_dir = tmp_path / "data", tmp_path / "model"
+    data_dir.mkdir(exist_ok=True)
+    (data_dir / "manifest.json").write_text(json.dumps(MANIFEST))
+    write_trainer_config(run_params, job_spec(run_params, data_dir, model_dir, tmp_path / "ckpt"))
+    if summary:
+        (model_dir / TRAIN_SUMMARY).write_text("{}")
+    checkpoints(tmp_path / "ckpt", checkpoint_owner(run_params, MANIFEST), epochs_saved)
+    return data_dir, model_dir
+
+
+def test_a_job_that_trained_every_epoch_into_its_model_is_recorded_not_launched_again(tmp_path: Path) -> None:
+    data_dir, model_dir = trained_job(tmp_path, params(epochs=3), 3)
+    assert trained_already(params(epochs=3), data_dir, model_dir, tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize(("asked", "saved", "summary"), [
+    (params(epochs=4), 3, True),  # a resume that asks for more epochs trains them
+    (params(epochs=3), 2, True),  # checkpoints behind the model: not this job's
+    (params(epochs=3), 3, False),  # no summary: the job did not end
+    (params(epochs=3, learning_rate=0.5), 3, True),  # another config
+])
+def test_a_job_with_epochs_left_another_config_or_no_summary_is_not_done(tmp_path: Path, asked: Params, saved: int,
+                                                                          summary: bool) -> None:
+    data_dir, model_dir = trained_job(tmp_path, params(epochs=3), saved, summary)
+    assert not trained_already(asked, data_dir, model_dir, tmp_path / "ckpt")

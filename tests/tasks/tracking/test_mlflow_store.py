@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.tracking import mlflow_store
+from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -55,3 +56,20 @@ def test_a_block_that_raises_marks_its_run_failed_and_the_error_goes_on(experime
     with pytest.raises(KeyboardInterrupt), mlflow_store.failing_marks_run(run_id):
         raise KeyboardInterrupt  # Ctrl-C too
     assert mlflow_store.client().get_run(run_id).info.status == "FAILED"
+
+
+def test_a_tracking_server_that_does_not_answer_ends_the_block_in_ringflow_s_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    unused_tcp_port = free_port()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{unused_tcp_port}")  # nothing listens there
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(mlflow_store.TrackingServerAway) as raised, mlflow_store.failing_marks_run("abc123"):
+        mlflow_store.client().get_run("abc123")
+    assert str(raised.value) == (f"the tracking server http://127.0.0.1:{unused_tcp_port} did not answer within "
+                                 "tracking.retry_minutes: run abc123 stopped; its checkpoints are kept and --resume "
+                                 "continues it once the server is back")
+    assert raised.value.retryable is False  # the step's retry would wait as long again
+
+
+def test_an_error_the_server_answered_is_not_taken_for_a_server_away(experiment: str) -> None:
+    assert not mlflow_store.server_away(RuntimeError("failed with exception Max retries exceeded"))  # SQLite store

@@ -18,6 +18,7 @@ from typing import Any, Literal, Optional
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import INPUTS
 from prefect.runtime import deployment as running_deployment
+from prefect.runtime import flow_run as running_flow
 from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
@@ -29,6 +30,7 @@ from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.tracking import run_log
+from tasks.tracking.run_labels import flow_source
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.dvc_record import check_versionable
@@ -94,7 +96,8 @@ def preflight_task(params: Params) -> LaunchCheck:
 
 @task(name="open-run")
 def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, state: RunState) -> str:
-    run_id = steps.open_run_step(params, check, version, state)
+    source = flow_source(running_flow.flow_name, running_deployment.name)
+    run_id = steps.open_run_step(params, check, version, state, source)
     get_run_logger().info("MLflow run %s", run_id)
     return run_id
 

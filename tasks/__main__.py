@@ -21,6 +21,7 @@ from tasks.errors import report
 from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
+from tasks.tracking.run_labels import RunSource
 from tasks.tracking.server import use_tracking
 
 RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
@@ -47,7 +48,7 @@ def stage(step: str, params: Params) -> str:
     publishes = list(steps.run_step_named(step).publishes)
     if step == "train":
         check = steps.preflight_step(params)
-        run_id = steps.open_run_step(params, check)
+        run_id = steps.open_run_step(params, check, source=RunSource("dvc repro (python -m tasks train)"))
         steps.train_step(params, run_id, check)
         steps.publish_step(params, run_id, publishes, record=False)
         return f"mlflow run: {run_id}"

@@ -31,6 +31,7 @@ from tasks.tracking import mlflow_store, model_registry, run_log
 from tasks.tracking.metric_catchup import catching_up_metrics
 from tasks.tracking.model_registry import GateDecision
 from tasks.tracking.resume import resumable_run
+from tasks.tracking.run_labels import COMMAND, RunSource, system_metrics
 from tasks.versioning import dvc
 from tasks.versioning.dvc_record import record_outputs
 from tasks.versioning.run_state import RunState, run_state
@@ -133,14 +134,15 @@ def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
 
 
 def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion | None = None,
-                  state: RunState | None = None) -> str:
-    """The MLflow run of this pipeline run: a new one, or the run named by train.resume_from, reopened."""
+                  state: RunState | None = None, source: RunSource = COMMAND) -> str:
+    """The MLflow run of this pipeline run (`source` started it): a new one, or the run named by
+    train.resume_from, reopened."""
     if params.train.resume_from:
         run_id = resumable_run(params, params.train.resume_from).run_id
         mlflow_store.reopen_run(run_id)
         return run_id
     version = version or dvc.data_version()
-    run_id = run_log.open_run(params, version, state or run_state(params, version))
+    run_id = run_log.open_run(params, version, state or run_state(params, version), source)
     mlflow_store.client().log_text(run_id, "\n".join(data_plan_step(params, check)) + "\n", "data_plan.txt")
     return run_id
 
@@ -151,7 +153,7 @@ def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine 
     workspace = RunWorkspace(run_id)
     mlflow_store.reopen_run(run_id)
     with mlflow_store.failing_marks_run(run_id), file_lock(workspace.training_lock):
-        with catching_up_metrics(run_id, workspace.checkpoint_dir):
+        with catching_up_metrics(run_id, workspace.checkpoint_dir), system_metrics(run_id):
             result = train(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir, run_id, on_line,
                            check)
         scaling_key = config_key(params, read_manifest(PREPARED_DIR), with_np=False)

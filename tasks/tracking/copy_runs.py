@@ -1,6 +1,6 @@
 """`python -m tasks copy-runs --to URI`: the history of one MLflow store (by default the embedded mlruns/mlflow.db)
-into another (a team's server): every run with its params, metric histories, tags, status, times and artifacts,
-and every registered model version with its tags and aliases. A copy carries the id it was copied from
+into another (a team's server): every run with its params, dataset inputs, metric histories, tags, status, times
+and artifacts, and every registered model version with its tags and aliases. A copy carries the id it was copied from
 (COPIED_FROM), so running it again copies nothing twice; a run whose copy fails half-way is removed again."""
 from __future__ import annotations
 
@@ -76,6 +76,8 @@ def copy_run(source: Any, target: Any, run: Any, experiment_id: str) -> str:
     new_id = copy.info.run_id
     try:
         copy_params(target, run, new_id)
+        if run.inputs and run.inputs.dataset_inputs:  # the run's dataset (the UI's Dataset column)
+            target.log_inputs(new_id, run.inputs.dataset_inputs)
         copy_metrics(source, target, run, new_id)
         copy_artifacts(source, target, run.info.run_id, new_id)
         if run.info.end_time:

@@ -10,6 +10,9 @@ from typing import Any, Iterator
 from tasks.params import URL_CREDENTIALS
 from tasks.paths import MLRUNS_DIR
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training (its UI: the runs, not GenAI's)
+
 # MLflow prints a run's page as `<tracking URI>/#/...` when a run ends on a tracking server: with the URI's
 # `user:password@` in it. ringflow says its runs' links itself (tracking.ui_url), without credentials.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -51,19 +54,23 @@ def client() -> Any:
 
 def experiment_id(name: str) -> str:
     """The experiment's id, created when new: its artifacts under mlruns/artifacts, or where a tracking server
-    keeps them (it serves them over HTTP, so a host without this machine's disk writes them too)."""
+    keeps them (it serves them over HTTP, so a host without this machine's disk writes them too); marked as model
+    training, so MLflow's UI opens it on its runs."""
     mlflow_client = client()
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
+        if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # made before ringflow said its kind
+            mlflow_client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
         return found.experiment_id
     location = None if is_server(tracking_uri()) else (MLRUNS_DIR / "artifacts" / name).as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=location)
+    return mlflow_client.create_experiment(name, artifact_location=location,
+                                           tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
 
 
-def start_run(experiment: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+def start_run(experiment: str, params: dict[str, Any], tags: dict[str, str], name: str | None = None) -> str:
     """Create a run holding the resolved params and tags; returns its id."""
     mlflow_client = client()
-    run = mlflow_client.create_run(experiment_id(experiment), tags=tags)
+    run = mlflow_client.create_run(experiment_id(experiment), tags=tags, run_name=name)
     from mlflow.entities import Param
     mlflow_client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     return run.info.run_id

@@ -13,9 +13,10 @@ from tasks.data.validate import REPORT_NAME
 from tasks.outputs.charts import confusion_matrix_png, training_curves_png
 from tasks.outputs.evaluate import Evaluation
 from tasks.params import Params
-from tasks.paths import PREPARED_DIR
+from tasks.paths import PREPARED_DIR, WORKSPACE
 from tasks.tracking import mlflow_store
 from tasks.tracking.model_registry import GateDecision
+from tasks.tracking.run_labels import COMMAND, RunSource, dataset_input, run_name, section_params, source_tags
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.run_state import RunState
 from trainer.config import CONFIG_FILE_NAME
@@ -23,28 +24,27 @@ from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
 STATE_TAG = "ringflow.state_key"  # the run's RunState.key: what the retraining skip looks up
+RESOLVED_KEYS = ("world_size", "global_batch_size", "warmup_start_learning_rate", "warmup_steps", "steps_per_epoch",
+                 "resumed_from_epoch", "records_per_rank", "dropped_per_rank")  # what the job made of the params
 
 
-def run_params(params: Params) -> dict[str, Any]:
-    """Training params by their plain names (`np`, `epochs`, ...), data and input params as `data.*`, `input.*`."""
-    logged = dict(params.train.model_dump())
-    for section in ("data", "input"):
-        logged.update({f"{section}.{key}": value for key, value in getattr(params, section).model_dump().items()})
-    return logged
-
-
-def open_run(params: Params, version: DataVersion, state: RunState) -> str:
-    """Create the MLflow run of one pipeline run, with params, data hash, git commit and state key."""
-    tags = {"mlflow.source.git.commit": version.git_commit, "ringflow.data_hash": version.data_hash,
+def open_run(params: Params, version: DataVersion, state: RunState, source: RunSource = COMMAND) -> str:
+    """Create the MLflow run of one pipeline run: named for what it trains, its params by section, the data as its
+    dataset input, what started it (and at which commit), the data hash, the state key."""
+    manifest = read_manifest(PREPARED_DIR)
+    tags = {**source_tags(source, version.git_commit), "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
             "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash,
             "ringflow.host": socket.gethostname()}  # the machine that ran the pipeline (a remote worker's host)
-    logged = run_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
-                                   "params_hash": state.params_hash, "code_digest": state.code_digest,
-                                   "data_skipped_images": len(read_manifest(PREPARED_DIR).get("skipped", []))}
+    logged = section_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
+                                       "params_hash": state.params_hash, "code_digest": state.code_digest,
+                                       "data_skipped_images": len(manifest.get("skipped", []))}
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
-    params_text = yaml.safe_dump(params.model_dump(), sort_keys=False)
-    mlflow_store.client().log_text(run_id, params_text, "params.resolved.yaml")
+    mlflow_client = mlflow_store.client()
+    mlflow_client.update_run(run_id, name=run_name(params, run_id))
+    prepared = PREPARED_DIR.relative_to(WORKSPACE.root).as_posix()
+    mlflow_client.log_inputs(run_id, [dataset_input(params, version.data_hash, prepared, manifest)])
+    mlflow_client.log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
     for name in (MANIFEST_NAME, REPORT_NAME):
         if (PREPARED_DIR / name).is_file():
             mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
@@ -83,22 +83,16 @@ def steady_images_per_sec(summary: dict[str, Any]) -> float:
 
 def single_process_rate(experiment: str, key: str) -> float | None:
     """images_per_sec_steady of the latest finished np=1 run with this config key, if any."""
-    runs = mlflow_store.newest_runs(experiment, f"params.scaling_key = '{key}' and params.np = '1' "
+    runs = mlflow_store.newest_runs(experiment, f"params.scaling_key = '{key}' and params.`train.np` = '1' "
                                             "and attributes.status = 'FINISHED'")
     return runs[0].data.metrics.get("images_per_sec_steady") if runs else None
 
 
 def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir: Path, scaling_key: str) -> None:
     """Resolved distributed values, throughput and scaling efficiency, the model's files, TensorBoard logs."""
-    mlflow_store.log_params(run_id, {"world_size": summary["world_size"], "scaling_key": scaling_key,
-                                 "global_batch_size": summary["global_batch_size"],
-                                 "scaled_learning_rate": summary["learning_rate"],
-                                 "warmup_start_learning_rate": summary["warmup_start_learning_rate"],
-                                 "warmup_steps": summary["warmup_steps"],
-                                 "steps_per_epoch": summary["steps_per_epoch"],
-                                 "resumed_from_epoch": summary["resumed_from_epoch"],
-                                 "records_per_rank": summary["records_per_rank"],
-                                 "dropped_per_rank": summary["dropped_per_rank"]})
+    resolved = {key: summary[key] for key in RESOLVED_KEYS} | {"scaled_learning_rate": summary["learning_rate"]}
+    mlflow_store.log_params(run_id, {f"resolved.{key}": value for key, value in resolved.items()}
+                            | {"scaling_key": scaling_key})
     steady = steady_images_per_sec(summary)
     metrics = {"images_per_sec_steady": steady}
     reference = single_process_rate(params.tracking.experiment, scaling_key)

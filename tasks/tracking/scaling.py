@@ -49,8 +49,9 @@ def chart(rows: list[dict[str, Any]], path: Path) -> Path:
 
 def log_report(experiment: str, rows: list[dict[str, Any]], work_dir: Path) -> str:
     """A `scaling` MLflow run holding the table (CSV) and the chart; returns its id."""
-    run_id = mlflow_store.start_run(experiment, {"scaling_np": [row["np"] for row in rows]},
-                                {"mlflow.runName": "scaling", "ringflow.kind": "scaling"})
+    counts = [row["np"] for row in rows]
+    run_id = mlflow_store.start_run(experiment, {"scaling_np": counts}, {"ringflow.kind": "scaling"},
+                                    name="scaling-np" + ",".join(map(str, counts)))
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "scaling.csv").write_text(rows_csv(rows))
     for file in (work_dir / "scaling.csv", chart(rows, work_dir / "scaling.png")):

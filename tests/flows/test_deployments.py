@@ -154,9 +154,12 @@ def test_a_bad_param_is_refused_before_any_run(served: Served, param: str, field
 def test_train_run_carries_the_override(served: Served, trained: str) -> None:
     (mlflow_run,) = mlflow_runs(served)
     assert mlflow_run.info.status == "FINISHED"
-    assert (mlflow_run.data.params["learning_rate"], mlflow_run.data.params["epochs"]) == ("0.002", "2")
+    assert (mlflow_run.data.params["train.learning_rate"], mlflow_run.data.params["train.epochs"]) == \
+        ("0.002", "2")
     assert mlflow_run.data.params["input.augment"] == "off"
     assert mlflow_run.data.metrics["test_accuracy"] > 0.8
+    source = (mlflow_run.data.tags["mlflow.source.name"], mlflow_run.data.tags["mlflow.source.type"])
+    assert source == ("training-pipeline/train", "JOB")  # the deployment that started it
 
 
 def test_evaluation_report_and_registered_model(served: Served, trained: str) -> None:

@@ -50,8 +50,9 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     mlflow_run = client.get_run(pipeline_run.run_id)
     assert mlflow_run.info.status == "FINISHED"
     params = mlflow_run.data.params
-    assert (params["np"], params["model"], params["epochs"], params["world_size"]) == ("2", "cnn", "20", "2")
-    assert float(params["scaled_learning_rate"]) == pytest.approx(2 * float(params["learning_rate"]))
+    assert (params["train.np"], params["train.model"], params["train.epochs"]) == ("2", "cnn", "20")
+    assert params["resolved.world_size"] == "2" and "data.dataset" in params and "input.augment" in params
+    assert float(params["resolved.scaled_learning_rate"]) == pytest.approx(2 * float(params["train.learning_rate"]))
     assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(pipeline_run.test_accuracy, abs=1e-4)
     assert pipeline_run.test_accuracy >= 0.95
     assert "test_loss" in mlflow_run.data.metrics
@@ -61,6 +62,25 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     assert {"model", "savedmodel", "params.resolved.yaml", "data", "evaluation"} <= artifacts
     data_files = {a.path for a in client.list_artifacts(pipeline_run.run_id, "data")}
     assert data_files == {"data/manifest.json", "data/validation.json"}
+
+
+def test_the_run_is_worth_comparing_in_mlflow_s_ui(pipeline_run: PipelineRun) -> None:
+    client = mlflow_client(pipeline_run.repo)
+    mlflow_run = client.get_run(pipeline_run.run_id)
+    experiment = client.get_experiment(mlflow_run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # opens on its training runs
+    params, tags = mlflow_run.data.params, mlflow_run.data.tags
+    global_batch = int(params["train.batch_size"]) * 2
+    assert mlflow_run.info.run_name == f"cnn-np2-b{global_batch}-lr{float(params['train.learning_rate']):g}-" \
+                                      f"{pipeline_run.run_id[:6]}"
+    assert (tags["mlflow.source.name"], tags["mlflow.source.type"]) == ("flow training-pipeline", "LOCAL")
+    assert tags["mlflow.source.git.commit"] == params["git_commit"]
+    (dataset,) = mlflow_run.inputs.dataset_inputs
+    assert (dataset.dataset.name, dataset.dataset.digest) == ("digits", params["data_hash"][:36])
+    splits = json.loads(dataset.dataset.profile)["splits"]
+    assert sum(splits.values()) == 1797 and set(splits) == {"train", "validation", "test"}
+    system = [key for key in mlflow_run.data.metrics if key.startswith("system/")]
+    assert "system/cpu_utilization_percentage" in system and "system/system_memory_usage_megabytes" in system
 
 
 def test_run_records_data_hash_and_git_commit(pipeline_run: PipelineRun) -> None:
@@ -116,7 +136,7 @@ def test_dvc_repro_runs_the_same_steps_without_prefect(tmp_path: Path) -> None:
     assert (repo / "outputs" / "savedmodel" / "saved_model.pb").is_file()
     run_id = json.loads((repo / "outputs" / "model" / "run.json").read_text())["run_id"]
     mlflow_run = mlflow_client(repo).get_run(run_id)
-    assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.params["epochs"] == "2"
+    assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.params["train.epochs"] == "2"
     assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     again = run([str(BIN / "dvc"), "status"], repo, quiet_env())
     assert "Data and pipelines are up to date." in again.stdout, again.stdout
@@ -144,7 +164,7 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
     experiment = client.get_experiment_by_name("ringflow").experiment_id
     (report,) = client.search_runs([experiment], "tags.`ringflow.kind` = 'scaling'")
     assert {a.path for a in client.list_artifacts(report.info.run_id)} == {"scaling.csv", "scaling.png"}
-    (two,) = client.search_runs([experiment], "params.np = '2' and params.epochs = '3'")
+    (two,) = client.search_runs([experiment], "params.`train.np` = '2' and params.`train.epochs` = '3'")
     assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
     artifacts = api_call(prefect_api, "/artifacts/filter", {})
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)

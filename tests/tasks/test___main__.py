@@ -12,6 +12,7 @@ from tasks import steps
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR
 from tasks.tracking.model_registry import GateDecision
+from tasks.tracking.run_labels import RunSource
 from tasks.versioning.dvc import DataVersion
 
 
@@ -93,7 +94,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 def test_the_train_stage_opens_a_run_trains_and_publishes_the_model(calls: list[tuple]) -> None:
     assert cli.stage("train", Params()) == "mlflow run: new-run"
-    assert calls == [("preflight", "params"), ("open-run", "params", "the-check"),
+    source = RunSource("dvc repro (python -m tasks train)")  # the run's Source in MLflow's UI
+    assert calls == [("preflight", "params"), ("open-run", "params", "the-check", ("source", source)),
                      ("train", "params", "new-run", "the-check"),
                      ("publish", "params", "new-run", ["model"], ("record", False))]
 

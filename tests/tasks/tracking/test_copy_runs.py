@@ -1,12 +1,15 @@
 """copy-runs between two real MLflow stores: runs with params, metric histories, tags, status and artifacts, the
-registered versions with their tags and aliases; a second copy copies nothing twice."""
+registered versions with their tags and aliases, the runs' datasets; a second copy copies nothing twice."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from tasks.params import load_params
 from tasks.tracking.copy_runs import COPIED_FROM, copy_runs
+from tasks.tracking.run_labels import dataset_input
+from tests.tasks.tracking.test_run_labels import MANIFEST
 
 
 def filled_store(folder: Path) -> str:
@@ -20,6 +23,7 @@ def filled_store(folder: Path) -> str:
         run_id = client.create_run(experiment, tags={"ringflow.data_hash": f"h{number}"}, run_name=f"run-{number}")\
             .info.run_id
         client.log_param(run_id, "learning_rate", str(0.001 * number))
+        client.log_inputs(run_id, [dataset_input(load_params({}), f"h{number}", "data/prepared", MANIFEST)])
         for step in range(3):
             client.log_metric(run_id, "loss", 1.0 / (step + number), step=step)
         model = folder / f"model-{number}"
@@ -51,6 +55,7 @@ def test_a_store_is_copied_once_with_its_history_and_registry(tmp_path: Path) ->
     copy = copies["run-2"]
     assert copy.info.status == "FINISHED" and copy.data.params == {"learning_rate": "0.002"}
     assert copy.data.tags["ringflow.data_hash"] == "h2" and copy.data.tags[COPIED_FROM] == source_run_id(source, "run-2")
+    assert [(given.dataset.name, given.dataset.digest) for given in copy.inputs.dataset_inputs] == [("digits", "h2")]
     assert [(m.step, m.value) for m in client.get_metric_history(copy.info.run_id, "loss")] == \
         [(0, 0.5), (1, 1 / 3), (2, 0.25)]
     local = client.download_artifacts(copy.info.run_id, "model/MLmodel", str(tmp_path / "check"))

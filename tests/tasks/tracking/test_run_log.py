@@ -1,4 +1,4 @@
-"""What a pipeline run records in MLflow: params by their plain names, the state that lets a retraining skip, the
+"""What a pipeline run records in MLflow: params by section, the state that lets a retraining skip, the
 steady throughput, metric-safe class names, the gate's tags and the run's UI link."""
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 
 from tasks.params import Params, load_params
 from tasks.tracking import mlflow_store
+from tasks.tracking.run_labels import section_params
 from tasks.tracking.run_log import (
     STATE_TAG,
     last_finished_state,
     last_successful_run,
     metric_name,
     run_link,
-    run_params,
     steady_images_per_sec,
 )
 from tasks.versioning.run_state import RunState
@@ -27,10 +27,10 @@ def params(shared_store: str, tmp_path: Path) -> Params:
     return load_params({"tracking.experiment": name})
 
 
-def test_training_params_go_by_plain_names_and_data_and_input_ones_by_section() -> None:
-    logged = run_params(load_params({"train.np": "3"}))
-    assert logged["np"] == 3 and "epochs" in logged and "data.dataset" in logged and "input.augment" in logged
-    assert not any(key.startswith("train.") for key in logged)
+def test_every_param_that_shapes_the_model_goes_by_its_section_s_name() -> None:
+    logged = section_params(load_params({"train.np": "3"}))
+    assert logged["train.np"] == 3 and "train.epochs" in logged and "data.dataset" in logged
+    assert "input.augment" in logged and {key.split(".")[0] for key in logged} == {"train", "data", "input"}
 
 
 def test_a_retraining_finds_the_last_finished_run_of_the_same_state(params: Params) -> None:

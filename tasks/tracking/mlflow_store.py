@@ -96,6 +96,22 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, timestamp
     client().log_batch(run_id, metrics=[Metric(key, float(value), stamp, step) for key, value in metrics.items()])
 
 
+DUPLICATE_ROW = ("IntegrityError", "UniqueViolation", "UNIQUE constraint", "duplicate key")  # SQLite's, PostgreSQL's
+
+
+def log_dataset(run_id: str, dataset_input: Any) -> None:
+    """A dataset input of the run. Two runs that log the same dataset at once (two pipelines, a sweep's trials) race
+    on the store's insert of it, and the loser's insert breaks the unique key: logged again, it is found."""
+    from mlflow.exceptions import MlflowException
+    for attempt in (1, 2, 3):
+        try:
+            client().log_inputs(run_id, [dataset_input])
+            return
+        except MlflowException as error:
+            if attempt == 3 or not any(said in str(error) for said in DUPLICATE_ROW):
+                raise
+
+
 def log_params(run_id: str, params: dict[str, Any]) -> None:
     """Log extra params (resolved values) to a run."""
     mlflow_client = client()

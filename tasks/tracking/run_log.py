@@ -40,14 +40,15 @@ def open_run(params: Params, version: DataVersion, state: RunState, source: RunS
                                        "params_hash": state.params_hash, "code_digest": state.code_digest,
                                        "data_skipped_images": len(manifest.get("skipped", []))}
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
-    mlflow_client = mlflow_store.client()
-    mlflow_client.update_run(run_id, name=run_name(params, run_id))
-    prepared = PREPARED_DIR.relative_to(WORKSPACE.root).as_posix()
-    mlflow_client.log_inputs(run_id, [dataset_input(params, version.data_hash, prepared, manifest)])
-    mlflow_client.log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
-    for name in (MANIFEST_NAME, REPORT_NAME):
-        if (PREPARED_DIR / name).is_file():
-            mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
+    with mlflow_store.failing_marks_run(run_id):  # a run left half-made is not left RUNNING
+        mlflow_client = mlflow_store.client()
+        mlflow_client.update_run(run_id, name=run_name(params, run_id))
+        prepared = PREPARED_DIR.relative_to(WORKSPACE.root).as_posix()
+        mlflow_store.log_dataset(run_id, dataset_input(params, version.data_hash, prepared, manifest))
+        mlflow_client.log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
+        for name in (MANIFEST_NAME, REPORT_NAME):
+            if (PREPARED_DIR / name).is_file():
+                mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
     return run_id
 
 

@@ -73,3 +73,37 @@ def test_a_tracking_server_that_does_not_answer_ends_the_block_in_ringflow_s_lin
 
 def test_an_error_the_server_answered_is_not_taken_for_a_server_away(experiment: str) -> None:
     assert not mlflow_store.server_away(RuntimeError("failed with exception Max retries exceeded"))  # SQLite store
+
+
+def logged_at_once(runs: list[str], given: object) -> list[BaseException]:
+    """Each run logs the dataset in its own thread, all at the same moment; the errors they met."""
+    import threading
+    start, errors = threading.Barrier(len(runs)), []
+
+    def log(run_id: str) -> None:
+        start.wait()
+        try:
+            mlflow_store.log_dataset(run_id, given)
+        except Exception as error:  # what the test reports
+            errors.append(error)
+    threads = [threading.Thread(target=log, args=(run_id,)) for run_id in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_runs_that_log_the_same_dataset_at_once_each_get_it(experiment: str) -> None:
+    import time
+
+    from tasks.params import load_params
+    from tasks.tracking.run_labels import dataset_input
+    from tests.tasks.tracking.test_run_labels import MANIFEST
+    runs = [mlflow_store.start_run(experiment, {}, {}) for _ in range(4)]
+    for digest in range(6):  # each round: 4 runs log one new dataset at the same moment (their store's insert races)
+        given = dataset_input(load_params({}), f"race-{digest}-{time.monotonic_ns()}", "data/prepared", MANIFEST)
+        errors = logged_at_once(runs, given)
+        assert not errors, errors[0]
+    for run_id in runs:
+        assert len(mlflow_store.client().get_run(run_id).inputs.dataset_inputs) == 6

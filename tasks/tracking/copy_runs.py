@@ -1,7 +1,7 @@
 """`python -m tasks copy-runs --to URI`: the history of one MLflow store (by default the embedded mlruns/mlflow.db)
 into another (a team's server): every run with its params, dataset inputs, metric histories, tags, status, times
-and artifacts, and every registered model version with its tags and aliases. A copy carries the id it was copied from
-(COPIED_FROM), so running it again copies nothing twice; a run whose copy fails half-way is removed again."""
+and artifacts, and every registered model version with its tags and aliases. A copy carries the id it was copied
+from (COPIED_FROM), so running it again copies nothing twice; a run whose copy fails half-way is removed again."""
 from __future__ import annotations
 
 import tempfile

@@ -1,5 +1,6 @@
-"""What makes runs comparable in MLflow's UI (the experiment's kind is mlflow_store's): a run name that says what was trained, the Source column (what started the run, at which
-commit), every parameter under its section's name, and the prepared data as the run's dataset input."""
+"""What makes runs comparable in MLflow's UI (the experiment's kind is mlflow_store's): a run name that says what
+was trained, the Source column (what started the run, at which commit), every parameter under its section's name,
+the prepared data as the run's dataset input, and the system metrics of the training."""
 from __future__ import annotations
 
 import contextlib
@@ -35,12 +36,11 @@ def source_tags(source: RunSource, git_commit: str) -> dict[str, str]:
 
 def section_params(params: Params) -> dict[str, Any]:
     """The params that shape the model, each by its dotted name (`train.np`, `data.val_fraction`, `input.augment`)."""
-    return {f"{section}.{key}": value for section in PARAM_SECTIONS
-            for key, value in getattr(params, section).model_dump().items()}
+    return {name: value for name, value in params.flat().items() if name.split(".", 1)[0] in PARAM_SECTIONS}
 
 
 def run_name(params: Params, run_id: str) -> str:
-    """model, np, global batch and learning rate, then the run id's first 6 characters: small_cnn-np2-b64-lr0.001-3f9a2c."""
+    """Model, np, global batch, learning rate, the run id's first 6 characters: small_cnn-np2-b64-lr0.001-3f9a2c."""
     train = params.train
     return f"{train.model}-np{train.np}-b{train.batch_size * train.np}-lr{train.learning_rate:g}-{run_id[:6]}"
 

@@ -10,13 +10,16 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run test test-fast lint ui serve services services-down repro clean
+.PHONY: setup run sweep test test-fast lint ui serve services services-down repro clean
 
 setup:
 	@bash scripts/setup.sh
 
 run: setup
 	$(PY) -m flows.pipeline $(ARGS)
+
+sweep: setup
+	$(PY) -m flows.sweep $(ARGS)
 
 test: setup
 	$(PY) -m pytest --durations=15 $(PYTEST_ARGS)
@@ -29,6 +32,7 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
+	@$(PY) -m tasks ui-link --set tracking.ui_url=http://127.0.0.1:$(UI_PORT)
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
 
 serve: setup

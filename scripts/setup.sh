@@ -40,6 +40,9 @@ ensure_debian_packages() {
   dpkg -s libpmix-dev >/dev/null 2>&1 || missing+=(libpmix-dev)
   # a team's servers (scripts/services.sh): PostgreSQL for MLflow and Prefect
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+  # the sweep comparison's browser test (MLflow's UI in a real browser through Selenium)
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
     || missing+=(python3-dev)
   if [ ${#missing[@]} -gt 0 ]; then

@@ -8,6 +8,7 @@ Not DVC stages:
   compare [--last N] [--csv F]   the last N runs side by side (differing params, metrics, data hash), and as CSV
   copy-runs --to URI [--from URI]  every run and model version of a store (the embedded one) into another (a team's
                                  server), each once: running it again copies nothing twice
+  ui-link                        the address of the experiment's training runs in MLflow's UI (make ui prints it)
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tasks.errors import report
 from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR
+from tasks.tracking import run_log
 from tasks.tracking.run_labels import RunSource
 from tasks.tracking.server import use_tracking
 
@@ -30,7 +32,8 @@ RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["prepare", "version", *RUN_STEP_NAMES, "restore", "compare", "copy-runs"])
+    parser.add_argument("step", choices=["prepare", "version", *RUN_STEP_NAMES, "restore", "compare", "copy-runs",
+                                           "ui-link"])
     parser.add_argument("--run-id", help="restore: the MLflow run whose data to bring back")
     parser.add_argument("--data-hash", help="restore: the DVC hash of the data to bring back")
     parser.add_argument("--last", type=int, default=5, help="compare: how many runs (newest first)")
@@ -79,6 +82,8 @@ def run_step(step: str, args: argparse.Namespace) -> None:
         print(f"restored data version {data_hash} into {target}")
     elif step == "copy-runs":
         print(steps.copy_runs_step(args.copy_from, args.copy_to))
+    elif step == "ui-link":
+        print(f"MLflow UI, ringflow's training runs: {run_log.runs_link(params)}")
     else:
         print(steps.compare_step(params, args.last, args.csv))
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
 from trainer.config import InputParams, Section, TrainParams, literal_words
@@ -132,6 +132,41 @@ class SlurmParams(Section):
         return self.nodes * self.tasks_per_node
 
 
+class Range(BaseModel):
+    """Numbers between low and high (both included), spread evenly or on a log scale."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "Range":
+        if not self.low < self.high:
+            raise ValueError(f"the range is empty: low {self.low:g} is not below high {self.high:g}")
+        if self.log and self.low <= 0:
+            raise ValueError(f"a log range needs low above 0 (got {self.low:g})")
+        return self
+
+
+Choices = list[Any]
+Entry = Union[Range, Choices]
+
+
+class SweepParams(Section):
+    """The `sweep:` section: how trials are picked, how many, how many at once, what is optimized, the space."""
+    method: Literal["grid", "random", "tpe"] = "tpe"
+    trials: int = Field(8, ge=1)
+    parallel: int = Field(2, ge=1)  # trials at once
+    metric: str = "val_accuracy"  # an epoch metric the trials report
+    direction: Literal["maximize", "minimize"] = "maximize"
+    pruner: Literal["median", "none"] = "median"  # Optuna's median pruner stops a trial below its peers' median
+    prune_after_trials: int = Field(2, ge=0)  # trials that finish before any is pruned
+    prune_after_epochs: int = Field(1, ge=0)  # epochs of a trial before it may be pruned
+    seed: int = 42
+    space: dict[str, Entry] = {"train.learning_rate": Range(low=1e-4, high=1e-2, log=True),
+                               "train.batch_size": [16, 32, 64]}
+
+
 class Params(Section):
     data: DataParams = DataParams()
     input: InputParams = InputParams()
@@ -140,6 +175,7 @@ class Params(Section):
     tracking: TrackingParams = TrackingParams()
     registry: RegistryParams = RegistryParams()
     pipeline: PipelineParams = PipelineParams()
+    sweep: SweepParams = SweepParams()
 
     @model_validator(mode="after")
     def _np_from_the_allocation(self) -> "Params":
@@ -192,9 +228,10 @@ def _text_field(annotation: Any) -> bool:
 
 
 def _takes_mapping(annotation: Any) -> bool:
-    """Whether a field holds a nested section (e.g. train.elastic), possibly optional."""
+    """Whether a field holds a nested section (e.g. train.elastic), possibly optional, or a mapping (sweep.space)."""
     members = get_args(annotation) or (annotation,)
-    return any(isinstance(member, type) and issubclass(member, BaseModel) for member in members)
+    return get_origin(annotation) is dict or \
+        any(isinstance(member, type) and issubclass(member, BaseModel) for member in members)
 
 
 def _parse_value(text: str, annotation: Any = Any) -> Any:

@@ -134,7 +134,8 @@ def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
 
 
 def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion | None = None,
-                  state: RunState | None = None, source: RunSource = COMMAND) -> str:
+                  state: RunState | None = None, source: RunSource = COMMAND, tags: dict[str, str] | None = None,
+                  name_prefix: str = "") -> str:
     """The MLflow run of this pipeline run (`source` started it): a new one, or the run named by
     train.resume_from, reopened."""
     if params.train.resume_from:
@@ -142,7 +143,7 @@ def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion |
         mlflow_store.reopen_run(run_id)
         return run_id
     version = version or dvc.data_version()
-    run_id = run_log.open_run(params, version, state or run_state(params, version), source)
+    run_id = run_log.open_run(params, version, state or run_state(params, version), source, tags, name_prefix)
     mlflow_store.client().log_text(run_id, "\n".join(data_plan_step(params, check)) + "\n", "data_plan.txt")
     return run_id
 

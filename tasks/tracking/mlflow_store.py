@@ -11,7 +11,7 @@ from tasks.params import URL_CREDENTIALS
 from tasks.paths import MLRUNS_DIR
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training (its UI: the runs, not GenAI's)
+MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training (its kind selector shows it)
 
 # MLflow prints a run's page as `<tracking URI>/#/...` when a run ends on a tracking server: with the URI's
 # `user:password@` in it. ringflow says its runs' links itself (tracking.ui_url), without credentials.
@@ -54,8 +54,8 @@ def client() -> Any:
 
 def experiment_id(name: str) -> str:
     """The experiment's id, created when new: its artifacts under mlruns/artifacts, or where a tracking server
-    keeps them (it serves them over HTTP, so a host without this machine's disk writes them too); marked as model
-    training, so MLflow's UI opens it on its runs."""
+    keeps them (it serves them over HTTP, so a host without this machine's disk writes them too); tagged with its
+    kind, model training (MLflow 3.17's own UI goes by its browser's view instead: run_log.runs_link)."""
     mlflow_client = client()
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:

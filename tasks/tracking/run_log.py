@@ -28,28 +28,37 @@ RESOLVED_KEYS = ("world_size", "global_batch_size", "warmup_start_learning_rate"
                  "resumed_from_epoch", "records_per_rank", "dropped_per_rank")  # what the job made of the params
 
 
-def open_run(params: Params, version: DataVersion, state: RunState, source: RunSource = COMMAND) -> str:
-    """Create the MLflow run of one pipeline run: named for what it trains, its params by section, the data as its
-    dataset input, what started it (and at which commit), the data hash, the state key."""
+def open_run(params: Params, version: DataVersion, state: RunState, source: RunSource = COMMAND,
+             tags: dict[str, str] | None = None, name_prefix: str = "") -> str:
+    """Create the MLflow run of one pipeline run: named for what it trains (after `name_prefix`, e.g. a sweep's
+    trial number), its params by section, the data as its dataset input, what started it (and at which commit),
+    the data hash, the state key, and the given tags (a sweep's trial: its parent run)."""
     manifest = read_manifest(PREPARED_DIR)
     tags = {**source_tags(source, version.git_commit), "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
             "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash,
-            "ringflow.host": socket.gethostname()}  # the machine that ran the pipeline (a remote worker's host)
+            "ringflow.host": socket.gethostname(),  # the machine that ran the pipeline (a remote worker's host)
+            **(tags or {})}
     logged = section_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
                                        "params_hash": state.params_hash, "code_digest": state.code_digest,
                                        "data_skipped_images": len(manifest.get("skipped", []))}
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
     with mlflow_store.failing_marks_run(run_id):  # a run left half-made is not left RUNNING
         mlflow_client = mlflow_store.client()
-        mlflow_client.update_run(run_id, name=run_name(params, run_id))
-        prepared = PREPARED_DIR.relative_to(WORKSPACE.root).as_posix()
-        mlflow_store.log_dataset(run_id, dataset_input(params, version.data_hash, prepared, manifest))
+        mlflow_client.update_run(run_id, name=f"{name_prefix}-" * bool(name_prefix) + run_name(params, run_id))
+        log_prepared_dataset(run_id, params, version.data_hash, manifest)
         mlflow_client.log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
         for name in (MANIFEST_NAME, REPORT_NAME):
             if (PREPARED_DIR / name).is_file():
                 mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
     return run_id
+
+
+def log_prepared_dataset(run_id: str, params: Params, data_hash: str, manifest: dict[str, Any] | None = None) -> None:
+    """The prepared data (data/prepared, its manifest) as the run's dataset input."""
+    prepared = PREPARED_DIR.relative_to(WORKSPACE.root).as_posix()
+    manifest = read_manifest(PREPARED_DIR) if manifest is None else manifest
+    mlflow_store.log_dataset(run_id, dataset_input(params, data_hash, prepared, manifest))
 
 
 def last_successful_run(experiment: str, state: RunState) -> str | None:
@@ -140,7 +149,18 @@ def log_gate(run_id: str, decision: GateDecision) -> None:
     mlflow_store.set_tags(run_id, {f"ringflow.gate.{key}": value for key, value in gate.items()})
 
 
+# MLflow 3.17's UI shows an experiment in the view its browser last chose (GenAI, the default, opens on traces and
+# token usage whatever the experiment's kind tag says); this query parameter opens its model-training view, the runs.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def run_link(params: Params, run_id: str) -> str:
     """The MLflow UI page of a run (`make ui`)."""
     experiment = mlflow_store.experiment_id(params.tracking.experiment)
-    return f"{params.tracking.ui_url}/#/experiments/{experiment}/runs/{run_id}"
+    return f"{params.tracking.ui_url}/#/experiments/{experiment}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
+
+
+def runs_link(params: Params) -> str:
+    """The MLflow UI page of the experiment's training runs (what `make ui` says to open)."""
+    experiment = mlflow_store.experiment_id(params.tracking.experiment)
+    return f"{params.tracking.ui_url}/#/experiments/{experiment}/runs?{MODEL_TRAINING_VIEW}"

@@ -50,8 +50,9 @@ def code_digest(root: Path = ROOT) -> str:
 
 
 def params_hash(params: Params) -> str:
-    """Digest of all parameters of the run."""
-    return hashlib.sha256(json.dumps(params.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    """Digest of all parameters of the run but the sweep's search (a trial's own values are in train.*)."""
+    document = params.model_dump(mode="json", exclude={"sweep"})
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_state(params: Params, version: DataVersion, root: Path = ROOT) -> RunState:

@@ -2,6 +2,7 @@
 worker) in a private copy of the checkout: override, refusal, schedule, retrain skip and force, artifacts."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -112,7 +113,7 @@ def test_every_entrypoint_imports(monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect.flows import load_flow_from_entrypoint
     monkeypatch.chdir(ROOT)
     deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
-    assert {d["name"] for d in deployments} == {"train", "retrain", "train-remote"}
+    assert {d["name"] for d in deployments} == {"train", "retrain", "train-remote", "sweep"}
     for deployment in deployments:
         assert load_flow_from_entrypoint(deployment["entrypoint"]).name == "training-pipeline"
 
@@ -256,3 +257,22 @@ def test_a_readme_commit_does_not_retrain_and_a_code_change_does(served: Served,
     assert not skipped and "Changed since the last finished run: code" in text
     newest = mlflow_runs(served)[0]
     assert len(mlflow_runs(served)) == runs_before + 1 and trained_epochs(served, newest.info.run_id) == [0, 1]
+
+
+def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_input(served: Served) -> None:
+    """`prefect deployment run training-pipeline/sweep`, a grid over a batch size too large for the data: that trial
+    is refused before its launch and recorded as a FAILED child run saying why; the other trains and is registered;
+    the flow run completes, and the sweep's run and its trials say the deployment started them."""
+    overrides = {"sweep.method": "grid", "sweep.parallel": 2, "train.np": 1, "train.epochs": 2,
+                 "sweep.space": {"train.batch_size": [32, 4096]}}
+    done, flow_run_id = deployment_run(served, "sweep", f"overrides={json.dumps(overrides)}")
+    assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert flow_run_id and "sweep-trials" in flow_run_artifacts(served, flow_run_id)
+    runs = [found for found in mlflow_runs(served) if found.data.tags.get("ringflow.kind") == "sweep"
+            or "ringflow.sweep.trial" in found.data.tags]
+    assert {found.data.tags["mlflow.source.name"] for found in runs} == {"training-pipeline/sweep"}
+    trials = {found.data.params["train.batch_size"]: found for found in runs if "ringflow.sweep.trial" in found.data.tags}
+    assert len(runs) == 3 and trials["32"].info.status == "FINISHED"
+    refused = trials["4096"]
+    assert refused.info.status == "FAILED" and refused.data.tags["ringflow.sweep.trial_state"] == "failed"
+    assert "exceeds the 1257 training records" in refused.data.tags["ringflow.sweep.said"]

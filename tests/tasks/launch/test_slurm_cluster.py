@@ -234,3 +234,21 @@ def test_cancelling_a_deployment_run_cancels_the_slurm_job(cluster: list[str],
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
     assert client.get_run(run_id).info.status != "FINISHED"
+
+
+def test_a_sweeps_trials_are_slurm_jobs_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
+    """train.scheduler slurm: each of 2 trials (2 at once) is its own Slurm job, COMPLETED, the two running at the
+    same time; each trial's run FINISHED under the sweep's run with its job's id."""
+    from tests.flows.test_sweep import overlapped, sweep, swept
+    workspace = make_workspace(tmp_path / "workspace")
+    code, said = sweep(workspace, prefect_api, "sweep.method=random", "sweep.trials=2", "sweep.parallel=2",
+                       "train.scheduler=slurm", "train.np=1", "train.epochs=2", env=workspace_env(workspace))
+    assert code == 0, said[-3000:]
+    children = swept(workspace, code, said).children
+    job_ids = {child.data.tags["slurm.job_id"] for child in children}
+    assert len(job_ids) == 2 and {job_field(job_id, "JobState") for job_id in job_ids} == {"COMPLETED"}
+    assert {child.info.status for child in children} == {"FINISHED"} and overlapped(children)
+    starts = [job_field(job_id, "StartTime") for job_id in job_ids]
+    ends = [job_field(job_id, "EndTime") for job_id in job_ids]
+    assert max(starts) < min(ends), (starts, ends)  # the jobs ran at the same time (ISO times sort as text)
+    assert no_rank_left()

@@ -15,6 +15,7 @@ from tasks.tracking.run_log import (
     last_successful_run,
     metric_name,
     run_link,
+    runs_link,
     steady_images_per_sec,
 )
 from tasks.versioning.run_state import RunState
@@ -60,4 +61,7 @@ def test_a_class_name_becomes_a_metric_key_mlflow_allows() -> None:
 
 def test_the_run_link_is_the_ui_page_of_the_run_in_its_experiment(params: Params) -> None:
     experiment_id = mlflow_store.client().get_experiment_by_name(params.tracking.experiment).experiment_id
-    assert run_link(params, "abc") == f"{params.tracking.ui_url}/#/experiments/{experiment_id}/runs/abc"
+    assert run_link(params, "abc") == f"{params.tracking.ui_url}/#/experiments/{experiment_id}/runs/abc" \
+                                      "?workflowType=machine_learning"  # MLflow 3.17's model-training view
+    assert runs_link(params) == f"{params.tracking.ui_url}/#/experiments/{experiment_id}/runs" \
+                                "?workflowType=machine_learning"

@@ -1,0 +1,72 @@
+"""A sweep's search space, checked before anything starts: each entry names a parameter by its dotted name
+(`train.learning_rate`) and gives a list of choices or a range (`{low, high, log}`); every value a trial could take
+is a valid value of that parameter. One line names the first problem."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields
+
+SWEPT_SECTIONS = ("train", "input")  # the data is prepared once for the whole sweep
+NOT_SWEPT = {"train.resume_from", "train.hosts", "train.hostfile", "train.scheduler", "train.scaling_np",
+             "train.np", "train.backend", "train.elastic"}  # where and how a trial runs: the sweep's, not a trial's
+
+
+def field_annotation(name: str) -> Any:
+    """The type of the parameter a space entry names; ParamsError for one a trial cannot change."""
+    section, _, key = name.partition(".")
+    if section not in SWEPT_SECTIONS or name in NOT_SWEPT or key not in section_fields(section):
+        raise ParamsError(f"bad sweep space: {name!r} is not a parameter a trial can change "
+                          f"(train.* or input.* of params.yaml, not {', '.join(sorted(NOT_SWEPT))})")
+    return section_fields(section)[key].annotation
+
+
+def check_entry(base: Params, name: str, entry: Entry) -> None:
+    """Every value the entry gives is a valid value of its parameter; a range only on a number parameter."""
+    annotation = field_annotation(name)
+    if isinstance(entry, Range):
+        if annotation not in (int, float):
+            raise ParamsError(f"bad sweep space: {name} is not a number parameter: give a list of choices, "
+                              "not a range")
+        values: list[Any] = [entry.low, entry.high]
+        if annotation is int and (entry.low != int(entry.low) or entry.high != int(entry.high)):
+            raise ParamsError(f"bad sweep space: {name} takes whole numbers: low and high must be whole")
+    else:
+        if not entry:
+            raise ParamsError(f"bad sweep space: {name} has no choices")
+        values = entry
+    for value in values:
+        with_value(base, {name: int(value) if annotation is int else value})
+
+
+def with_value(base: Params, chosen: dict[str, Any]) -> Params:
+    """The params with a trial's values; ParamsError naming the value a parameter does not take."""
+    document = base.model_dump()
+    for name, value in chosen.items():
+        section, _, key = name.partition(".")
+        document[section][key] = value
+    try:
+        return Params.model_validate(document)
+    except ValueError as error:
+        first = str(error).splitlines()
+        said = first[2].strip() if len(first) > 2 else first[0]
+        raise ParamsError(f"bad sweep space: {', '.join(f'{k}={v!r}' for k, v in chosen.items())}: {said}") \
+            from None
+
+
+def check_space(base: Params, sweep: SweepParams) -> None:
+    """The whole space, before anything starts; grid needs choices only."""
+    if not sweep.space:
+        raise ParamsError("bad sweep space: it is empty: name at least one parameter")
+    for name, entry in sweep.space.items():
+        check_entry(base, name, entry)
+    if sweep.method == "grid" and any(isinstance(entry, Range) for entry in sweep.space.values()):
+        raise ParamsError("bad sweep space: method grid takes lists of choices, not ranges")
+
+
+def grid(sweep: SweepParams) -> list[dict[str, Any]]:
+    """Every combination of the choices (method grid), in order."""
+    names = list(sweep.space)
+    choices = [sweep.space[name] for name in names]
+    return [dict(zip(names, combination)) for combination in itertools.product(*choices)]

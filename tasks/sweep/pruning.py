@@ -14,8 +14,8 @@ class TrialPruned(Exception):
     retryable = False
 
     def __init__(self, number: int, epoch: int, metric: str, value: float) -> None:
-        super().__init__(f"trial {number} pruned after epoch {epoch}: {metric} {value:.4g} is below the other "
-                         "trials' median")
+        super().__init__(f"after epoch {epoch}: {metric} {value:.4g} is below the other trials' median at that "
+                         "epoch")
         self.epoch = epoch
 
 

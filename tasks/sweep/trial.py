@@ -163,5 +163,5 @@ def ended(sweep: Sweep, number: int, run_id: str | None, values: dict[str, Any],
     if run_id:
         mlflow_store.set_tags(run_id, {TRIAL_STATE_TAG: state, "ringflow.sweep.said": said})
         mlflow_store.client().set_terminated(run_id, status="KILLED" if state == "pruned" else "FAILED")
-    sweep.on_line(f"trial {number}: {said}")
+    sweep.on_line(f"trial {number} {state}: {said}")
     return TrialOutcome(number, run_id, values, state, None, epochs, time.monotonic() - started, said)

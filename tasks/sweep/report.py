@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,8 @@ def best_trial(outcomes: list[TrialOutcome], sweep: SweepParams) -> TrialOutcome
     return pick(finished, key=lambda outcome: outcome.value)  # type: ignore[arg-type, return-value]
 
 
-def charts(study: Any, folder: Path) -> list[Path]:
-    """Optuna's optimization history and parallel-coordinates plots as PNG files (none before a trial finished)."""
+def charts(study: Any, folder: Path, metric: str) -> list[Path]:
+    """Optuna's optimization history and parallel-coordinates plots of the metric as PNG files."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -51,7 +52,9 @@ def charts(study: Any, folder: Path) -> list[Path]:
     written = []
     for name, plot in (("optimization_history.png", optuna_plots.plot_optimization_history),
                        ("parallel_coordinates.png", optuna_plots.plot_parallel_coordinate)):
-        plot(study)
+        with warnings.catch_warnings():  # Optuna calls its matplotlib plots experimental; one trial makes flat axes
+            warnings.simplefilter("ignore")
+            plot(study, target_name=metric)
         figure = plt.gcf()
         figure.set_size_inches(9, 5)
         figure.savefig(folder / name, dpi=100, bbox_inches="tight")
@@ -66,7 +69,7 @@ def close_sweep_run(run_id: str, sweep: SweepParams, study: Any, outcomes: list[
     rows = [outcome.row(sweep.metric) for outcome in sorted(outcomes, key=lambda outcome: outcome.number)]
     with tempfile.TemporaryDirectory(prefix="sweep-report-") as folder:
         (Path(folder) / "trials.csv").write_text(rows_csv(rows))
-        files = [Path(folder) / "trials.csv", *(charts(study, Path(folder)) if best else [])]
+        files = [Path(folder) / "trials.csv", *(charts(study, Path(folder), sweep.metric) if best else [])]
         for file in files:
             mlflow_store.log_artifacts(run_id, file)
     counts = {state: sum(outcome.state == state for outcome in outcomes) for state in ("finished", "pruned", "failed")}

@@ -29,6 +29,7 @@ from tasks.errors import report, report_interrupt
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.sweep.space import check_space, with_value
+from tasks.tracking import mlflow_store
 from tasks.tracking.run_labels import RunSource, flow_source
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
@@ -83,9 +84,10 @@ def run_trials(params: Params, version: Any) -> tuple[Any, list[Any]]:
                                  sum(trial_slots(params).values()), at_once)
     parent = open_sweep_run(params, params.sweep, version, source)
     sweep = Sweep(params, params.sweep, study, pool, version, parent, source, log_line, parallel=at_once)
-    futures = [trial_task.submit(sweep) for _ in range(trial_count(params.sweep))]
-    outcomes = [future.result() for future in futures]
-    best = close_sweep_run(parent, params.sweep, study, outcomes)
+    with mlflow_store.failing_marks_run(parent):  # a sweep stopped half-way is not left RUNNING
+        futures = [trial_task.submit(sweep) for _ in range(trial_count(params.sweep))]
+        outcomes = [future.result() for future in futures]
+        best = close_sweep_run(parent, params.sweep, study, outcomes)
     create_table_artifact([outcome.row(params.sweep.metric) for outcome in outcomes], key="sweep-trials",
                           description=f"the trials of sweep run {parent}")
     return best, outcomes

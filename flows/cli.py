@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from tasks.launch.preflight import PreflightError, check_settings
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.tracking.server import use_tracking
+
+T = TypeVar("T")
 
 
 def with_np(params: Params, np: int) -> Params:
@@ -57,6 +59,22 @@ def stop_temporary_server() -> None:
     APILogWorker.drain_all(timeout=5)  # the flow's last log lines reach the server before it stops
     for server in list(SubprocessASGIServer._instances.values()):
         server.stop()
+
+
+def run_flow(call: Callable[[], T]) -> tuple[T | None, int]:
+    """A flow run from the command line: (its result, 0), or (None, the exit code) after the one `error:` line
+    (2 for bad input, 1 otherwise; Ctrl-C too); the temporary server stopped either way."""
+    from tasks.errors import report, report_interrupt
+    try:
+        result = call()
+    except Exception as error:  # every failure ends in one line
+        stop_temporary_server()
+        return None, report(error)
+    except KeyboardInterrupt:
+        stop_temporary_server()
+        return None, report_interrupt()
+    stop_temporary_server()
+    return result, 0
 
 
 class BadInputTracebacks(logging.Filter):

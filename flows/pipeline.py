@@ -226,8 +226,7 @@ def dry_run(overrides: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flows.cli import checked_overrides, stop_temporary_server
-    from tasks.errors import report, report_interrupt
+    from flows.cli import checked_overrides, run_flow
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--skip-unchanged", "--force", "--resume", "--dry-run"):
         parser.add_argument(flag, action="store_true")
@@ -238,16 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if flags.dry_run:
         return dry_run(overrides)
-    try:
-        overrides = resume_override(overrides) if flags.resume else overrides
-        result = training_pipeline(overrides=overrides, skip_unchanged=flags.skip_unchanged, force=flags.force)
-    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
-        stop_temporary_server()
-        return report(error)
-    except KeyboardInterrupt:
-        stop_temporary_server()
-        return report_interrupt()
-    stop_temporary_server()
+    def pipeline_run() -> dict[str, Any]:
+        given = resume_override(overrides) if flags.resume else overrides
+        return training_pipeline(overrides=given, skip_unchanged=flags.skip_unchanged, force=flags.force)
+    result, code = run_flow(pipeline_run)
+    if result is None:
+        return code
     if result["skipped"]:
         print(f"training skipped: nothing changed since mlflow run {result['run_id']}")
         return 0

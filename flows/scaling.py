@@ -9,10 +9,9 @@ from typing import Any
 
 from prefect import flow, task
 
-from flows.cli import checked_overrides, stop_temporary_server, with_np
+from flows.cli import checked_overrides, run_flow, with_np
 from flows.pipeline import log_line, prepare_data, version_task
 from tasks import steps
-from tasks.errors import report, report_interrupt
 from tasks.params import Params, load_params
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
@@ -51,15 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                                   counts=lambda params: params.train.scaling_np)
     if overrides is None:
         return 2
-    try:
-        rows = scaling_flow(overrides)
-    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
-        stop_temporary_server()
-        return report(error)
-    except KeyboardInterrupt:
-        stop_temporary_server()
-        return report_interrupt()
-    stop_temporary_server()
+    rows, code = run_flow(lambda: scaling_flow(overrides))
+    if rows is None:
+        return code
     for row in rows:
         print(f"np={row['np']}: {row['images_per_sec']:,.1f} images/sec, efficiency {row['scaling_efficiency']:.3f}")
     return 0

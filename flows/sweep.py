@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment as running_deployment
 
-from flows.cli import checked_overrides, stop_temporary_server
+from flows.cli import checked_overrides, run_flow
 from flows.pipeline import (
     evaluate_task,
     export_task,
@@ -25,7 +25,6 @@ from flows.pipeline import (
     version_task,
 )
 from tasks.data.data_lock import prepared_data_lock
-from tasks.errors import report, report_interrupt
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.sweep.space import check_space, with_value
@@ -121,15 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides = checked_overrides("python -m flows.sweep", __doc__, argv, check_sweep)
     if overrides is None:
         return 2
-    try:
-        result = training_sweep(overrides)
-    except Exception as error:  # every failure ends in one line; exit 2 for bad input, 1 otherwise
-        stop_temporary_server()
-        return report(error)
-    except KeyboardInterrupt:
-        stop_temporary_server()
-        return report_interrupt()
-    stop_temporary_server()
+    result, code = run_flow(lambda: training_sweep(overrides))
+    if result is None:
+        return code
     for outcome in sorted(result["outcomes"], key=lambda outcome: outcome.number):
         said = f"{result['metric']} {outcome.value:.4f}" if outcome.value is not None else outcome.said
         print(f"trial {outcome.number}: {outcome.state:8} {said}  {outcome.values}")

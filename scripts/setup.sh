@@ -2,10 +2,17 @@
 # Idempotent set-up: .venv with the pinned stack and a Horovod wheel built for this TensorFlow.
 # Run again with everything present, it only checks and takes seconds. RINGFLOW_VENV names an environment outside
 # the checkout, which .venv then links to: a host's worker sets up each checkout it pulls into its own environment.
+#
+#   scripts/setup.sh [run|services|test]
+# run (make run): what the pipeline needs. services (make services): and PostgreSQL. test (make test): and what only
+# the tests use: the test cluster's sshd, Slurm's daemons and munge, PostgreSQL, a browser, real MNIST digits.
+# Slurm's client commands are a site's own: nothing but `test` installs them (with the test cluster's daemons).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+PROFILE="${1:-run}"
+case "$PROFILE" in run|services|test) ;; *) echo "setup: unknown profile $PROFILE (run, services or test)" >&2; exit 2 ;; esac
 PYTHON="${PYTHON:-python3}"
 VENV="${RINGFLOW_VENV:-$ROOT/.venv}"
 HOROVOD_VERSION="0.28.1"
@@ -20,31 +27,41 @@ MNIST_SHA256="3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390"
 
 log() { printf '[setup] %s\n' "$*"; }
 
-ensure_debian_packages() {
-  local missing=()
-  command -v g++ >/dev/null || missing+=(g++)
-  command -v cmake >/dev/null || missing+=(cmake)
-  command -v make >/dev/null || missing+=(make)
-  command -v git >/dev/null || missing+=(git)
-  command -v curl >/dev/null || missing+=(curl)
-  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the test cluster's hosts (scripts/testcluster.sh)
-  command -v ssh >/dev/null || missing+=(openssh-client)
-  command -v ip >/dev/null || missing+=(iproute2)
-  command -v mpicxx >/dev/null || missing+=(libopenmpi-dev)  # train.controller: mpi
-  command -v mpirun >/dev/null || missing+=(openmpi-bin)
-  # the Slurm test cluster (scripts/testcluster.sh up --slurm); Slurm's PMIx plugin loads libpmix.so (the -dev link)
-  [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)
-  [ -x /usr/sbin/slurmd ] || missing+=(slurmd)
-  command -v sbatch >/dev/null || missing+=(slurm-client)
-  [ -x /usr/sbin/munged ] || missing+=(munge)
-  dpkg -s libpmix-dev >/dev/null 2>&1 || missing+=(libpmix-dev)
-  # a team's servers (scripts/services.sh): PostgreSQL for MLflow and Prefect
-  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
-  # the sweep comparison's browser test (MLflow's UI in a real browser through Selenium)
-  command -v chromium >/dev/null || missing+=(chromium)
-  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+pipeline_packages() {  # the pipeline's own: the Horovod build, MPI (train.controller: mpi), ssh to hosts
+  command -v g++ >/dev/null || echo g++
+  command -v cmake >/dev/null || echo cmake
+  command -v make >/dev/null || echo make
+  command -v git >/dev/null || echo git
+  command -v curl >/dev/null || echo curl
+  command -v ssh >/dev/null || echo openssh-client
+  command -v mpicxx >/dev/null || echo libopenmpi-dev
+  command -v mpirun >/dev/null || echo openmpi-bin
   "$PYTHON" -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
-    || missing+=(python3-dev)
+    || echo python3-dev
+}
+
+services_packages() {  # a team's servers (scripts/services.sh): PostgreSQL for MLflow and Prefect
+  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || echo postgresql
+}
+
+test_packages() {  # what only the tests use
+  services_packages
+  [ -x /usr/sbin/sshd ] || echo openssh-server  # the test cluster's hosts (scripts/testcluster.sh)
+  command -v ip >/dev/null || echo iproute2
+  # the Slurm test cluster (testcluster.sh up --slurm); Slurm's PMIx plugin loads libpmix.so (the -dev link)
+  [ -x /usr/sbin/slurmctld ] || echo slurmctld
+  [ -x /usr/sbin/slurmd ] || echo slurmd
+  command -v sbatch >/dev/null || echo slurm-client
+  [ -x /usr/sbin/munged ] || echo munge
+  dpkg -s libpmix-dev >/dev/null 2>&1 || echo libpmix-dev
+  # the sweep comparison's browser test (MLflow's UI in a real browser through Selenium)
+  command -v chromium >/dev/null || echo chromium
+  command -v chromedriver >/dev/null || echo chromium-driver
+}
+
+ensure_debian_packages() {
+  local missing
+  missing=($(pipeline_packages; [ "$PROFILE" = run ] || services_packages; [ "$PROFILE" != test ] || test_packages))
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
@@ -133,7 +150,7 @@ fetch_real_digits() {
 }
 
 ensure_debian_packages
-fetch_real_digits
+[ "$PROFILE" != test ] || fetch_real_digits
 ensure_venv
 install_pins
 install_horovod

@@ -1,5 +1,6 @@
 # ringflow: `make run` (set-up + the pipeline on the built-in dataset), `make test` (set-up + all tests),
-# `make test-fast` (set-up + the unit tier: everything not marked slow), `make lint` (ruff and mypy).
+# `make test-fast` (set-up + the unit tier: everything not marked slow), `make lint` (ruff and mypy),
+# `make stop` (the local Prefect server a flow started).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,10 +11,16 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 
-.PHONY: setup run sweep test test-fast lint ui serve services services-down repro clean
+.PHONY: setup setup-test setup-services run sweep test test-fast lint ui serve services services-down stop repro clean
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh run
+
+setup-test:
+	@bash scripts/setup.sh test
+
+setup-services:
+	@bash scripts/setup.sh services
 
 run: setup
 	$(PY) -m flows.pipeline $(ARGS)
@@ -21,14 +28,14 @@ run: setup
 sweep: setup
 	$(PY) -m flows.sweep $(ARGS)
 
-test: setup
+test: setup-test
 	$(PY) -m pytest --durations=15 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check flows tasks trainer tests benchmarks
 	$(VENV)/bin/mypy
 
-test-fast: setup
+test-fast: setup-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
@@ -38,14 +45,18 @@ ui: setup
 serve: setup
 	@bash scripts/serve.sh
 
-services: setup
+services: setup-services
 	@bash scripts/services.sh up
 
 services-down:
 	@bash scripts/services.sh down
 
+stop:
+	@$(PY) -m flows.local_server stop
+
 repro: setup
 	$(VENV)/bin/dvc repro
 
 clean:
+	-@$(PY) -m flows.local_server stop 2>/dev/null
 	rm -rf outputs data/prepared mlruns .prefect

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any, Callable, TypeVar
 
@@ -49,32 +50,36 @@ def checked_overrides(prog: str, description: str, argv: list[str] | None,
     return overrides
 
 
-def stop_temporary_server() -> None:
-    """Without PREFECT_API_URL, Prefect runs a temporary server that says goodbye when the process exits; stop it
-    before ringflow prints its result, so that ringflow's own line is the last one."""
-    if "prefect.server.api.server" not in sys.modules:
+def use_local_server() -> None:
+    """With no Prefect API configured (PREFECT_API_URL, or a Prefect profile's), use the checkout's local server,
+    starting it when none runs (flows/local_server.py); say where it is."""
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
+    from flows.local_server import ensure_server
+    if get_current_settings().api.url:
         return
-    from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer
-    APILogWorker.drain_all(timeout=5)  # the flow's last log lines reach the server before it stops
-    for server in list(SubprocessASGIServer._instances.values()):
-        server.stop()
+    note, started = ensure_server()
+    os.environ["PREFECT_API_URL"] = note.api_url
+    refresh_global_settings_context()
+    print(f"Prefect server: {note.ui_url} ({'started; ' if started else ''}`make stop` stops it)", flush=True)
 
 
 def run_flow(call: Callable[[], T]) -> tuple[T | None, int]:
-    """A flow run from the command line: (its result, 0), or (None, the exit code) after the one `error:` line
-    (2 for bad input, 1 otherwise; Ctrl-C too); the temporary server stopped either way."""
+    """A flow run from the command line, on the configured Prefect API or the local server: (its result, 0), or
+    (None, the exit code) after the one `error:` line (2 for bad input, 1 otherwise, 130 for Ctrl-C: whatever the
+    run's processes made of the interrupt, once it was pressed)."""
     from tasks.errors import report, report_interrupt
+    from tasks.interrupt import catch_interrupts, interrupted
+    catch_interrupts()
     try:
+        use_local_server()
         result = call()
     except Exception as error:  # every failure ends in one line
-        stop_temporary_server()
-        return None, report(error)
+        return None, report_interrupt() if interrupted() else report(error)
     except KeyboardInterrupt:
-        stop_temporary_server()
         return None, report_interrupt()
-    stop_temporary_server()
-    return result, 0
+    return (None, report_interrupt()) if interrupted() else (result, 0)
 
 
 class BadInputTracebacks(logging.Filter):

@@ -23,6 +23,7 @@ from pydantic import PositiveFloat, PositiveInt
 
 from flows import summary
 from flows.cli import shorten_bad_input_logs
+from flows.timing import RunClock
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.validate import data_signature, validate
@@ -41,6 +42,7 @@ from trainer.models import MODEL_CATALOG
 
 ModelName = Literal[tuple(sorted(MODEL_CATALOG))]  # type: ignore[valid-type]
 shorten_bad_input_logs()
+CLOCK = RunClock()  # this process's pipeline run: each step's wall time, for the line `make run` ends with
 
 
 @task(name="convert")
@@ -80,6 +82,7 @@ def version_task() -> DataVersion:
 def log_line(line: str) -> None:
     """A training process's line into the task log (TensorFlow's start-up chatter at debug level)."""
     from tasks.launch.output.diagnosis import is_noise
+    CLOCK.training.saw(line)
     logger = get_run_logger()
     (logger.debug if is_noise(line) else logger.info)(line)
 
@@ -134,10 +137,12 @@ def publish_task(params: Params, run_id: str) -> str:
 
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry only what may pass next time: not bad input, not an out-of-memory kill or a bug in a rank."""
+    """Retry only what may pass next time: not bad input, not an out-of-memory kill or a bug in a rank, nothing
+    after Ctrl-C."""
     from tasks.errors import is_bad_input
+    from tasks.interrupt import interrupted
     error = state.result(raise_on_failure=False)
-    return not is_bad_input(error) and getattr(error, "retryable", True)
+    return not interrupted() and not is_bad_input(error) and getattr(error, "retryable", True)
 
 
 def run_steps(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
@@ -147,14 +152,19 @@ def run_steps(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]
                                        retry_condition_fn=worth_retrying)
     calls = {"train": lambda: retrying(params, run_id, check), "evaluate": lambda: evaluate_task(run_id),
              "export": lambda: export_task(run_id), "register": lambda: register_task(run_id, params)}
-    return {step.name: calls[step.name]() for step in steps.RUN_STEPS}
+    results = {}
+    for step in steps.RUN_STEPS:
+        with CLOCK.step(step.name):
+            results[step.name] = calls[step.name]()
+    return results
 
 
 def train_and_register(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
     """The run's steps, then publish; publish the per-epoch table."""
     from prefect.artifacts import create_table_artifact
     results = run_steps(params, run_id, check)
-    dvc_record = publish_task(params, run_id)
+    with CLOCK.step("publish"):
+        dvc_record = publish_task(params, run_id)
     create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
                           description=f"per-epoch metrics of MLflow run {run_id}")
     return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
@@ -181,7 +191,8 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     check_deployment_overrides(overrides, running_deployment.name)
     use_tracking(params.tracking)
     check_versionable(params)
-    prepare_data(params)
+    with CLOCK.step("prepare"):
+        prepare_data(params)
     with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # to the run's end
         return checked_run(params, skip_unchanged and not force, holder)
 
@@ -190,8 +201,10 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
     """From preflight on, with the prepared data held: skip when nothing changed (if asked), else the run's steps
     and its publishing."""
     from prefect.artifacts import create_markdown_artifact
-    check = preflight_task(params)
-    version = version_task()
+    with CLOCK.step("preflight"):
+        check = preflight_task(params)
+    with CLOCK.step("version"):
+        version = version_task()
     state = run_state(params, version)
     changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
     previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
@@ -200,7 +213,8 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
         create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    run_id = open_run_task(params, check, version, state)
+    with CLOCK.step("open-run"):
+        run_id = open_run_task(params, check, version, state)
     holder.rename(f"MLflow run {run_id}")
     result = train_and_register(params, run_id, check)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
@@ -251,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SavedModel:     {result['savedmodel']}")
     print(f"gate:           {result['gate']}")
     print(f"dvc:            {result['dvc_record']}")
+    print(CLOCK.line(RunWorkspace(result["run_id"]).training_history().get("epoch_time", [])))
     return 0
 
 

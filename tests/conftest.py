@@ -1,33 +1,38 @@
-"""Fixtures: a real Prefect server on a free 127.0.0.1 port, prepared digits data."""
+"""Fixtures: the test session's real Prefect server on 127.0.0.1, prepared digits data."""
 from __future__ import annotations
 
-import subprocess
+import os
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 import trainer  # noqa: F401  (first: the tf-keras switch, before any TensorFlow import)
-from tests.helpers import BIN, free_port, quiet_env, wait_for_http
+
+# No test may reach a Prefect server it did not start, nor start one in the checkout: until a test asks for the
+# session's server, flows would find none here (port 9, discard).
+os.environ["PREFECT_API_URL"] = "http://127.0.0.1:9/api"
 
 
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """PREFECT_API_URL of a Prefect server started for the test session."""
+    """PREFECT_API_URL of the test session's Prefect server, started once as a flow starts the local server
+    (flows/local_server.py) and inherited by every process a test starts after it is asked for."""
+    from flows.local_server import ensure_server, stop_server
     home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = quiet_env(PREFECT_HOME=str(home))
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
-    api = f"http://127.0.0.1:{port}/api"
+    note, _ = ensure_server(home)
+    os.environ["PREFECT_API_URL"] = note.api_url
     try:
-        wait_for_http(f"{api}/health", 120, server)
-        yield api
+        yield note.api_url
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+        stop_server(home)
+
+
+@pytest.fixture(autouse=True)
+def slow_tests_share_the_prefect_server(request: pytest.FixtureRequest) -> None:
+    """Every system test's flows report to the session's server (none starts a temporary or local one)."""
+    if request.node.get_closest_marker("slow"):
+        request.getfixturevalue("prefect_api")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Array sources: `digits` (scikit-learn's, built in) and `npz:<path>` (arrays in an .npz file)."""
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,18 @@ from tasks.data.source_data import SPLIT_ALIASES, SourceData, SourceError, Split
 from tasks.paths import resolve_path
 
 
+def digits_identity() -> dict[str, Any]:
+    """What identifies the digits: the scikit-learn release that ships them (asked without importing it: 2 s)."""
+    return {"sklearn": version("scikit-learn")}
+
+
 def load_digits() -> SourceData:
     """scikit-learn's digits: 1,797 real 8x8 grey images, 0..16 rescaled to 0..255."""
-    import sklearn
     from sklearn.datasets import load_digits as sklearn_digits
     bunch = sklearn_digits()
     images = np.clip(np.rint(bunch.images * (255.0 / 16.0)), 0, 255).astype(np.uint8)[..., np.newaxis]
     return SourceData("digits", [str(c) for c in bunch.target_names],
-                      {"train": SplitData(bunch.target.astype(np.int64), arrays=images)},
-                      {"sklearn": sklearn.__version__})
+                      {"train": SplitData(bunch.target.astype(np.int64), arrays=images)}, digits_identity())
 
 
 def _as_uint8_images(x: np.ndarray, where: str) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.data.array_sources import load_digits, load_npz
+from tasks.data.array_sources import digits_identity, load_digits, load_npz
 from tasks.data.source_data import SourceData, SourceError, file_sha256
 from tasks.params import parse_dataset
 from tasks.paths import resolve_path
@@ -40,4 +40,4 @@ def source_identity(spec: str, data_dir: Path) -> dict[str, Any]:
         return load_folder(argument).identity
     if kind == "tfds":
         return {"tfds": argument, "data_dir": str(data_dir)}
-    return load_digits().identity
+    return digits_identity()

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 from tasks.launch.errors import PreflightError
+from tasks.launch.horovodrun_cli import CHECK_BUILD_CACHE
 from trainer.config import TrainParams
-
-CHECK_BUILD_CACHE = Path(sys.executable).parent.parent / ".ringflow-check-build"
 
 
 def check_build_report() -> str:

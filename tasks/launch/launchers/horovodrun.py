@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from tasks.launch import horovodrun_cli
 from tasks.launch.elastic import elastic_arguments, elastic_interface
 from tasks.launch.hostlist import host_slots, rank_hosts
 from tasks.launch.launchers.base import Launcher, trainer_command
@@ -14,6 +15,9 @@ from tasks.launch.remote.discovery import discovery_script
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 from trainer.config import TrainParams
+
+# horovodrun's command line, answering its build question from set-up's record (tasks/launch/horovodrun_cli.py)
+HOROVODRUN = [sys.executable, horovodrun_cli.__file__]
 
 
 def stall_times(stall_seconds: int) -> tuple[int, int] | None:
@@ -61,8 +65,7 @@ def horovod_command(params: Params, controller: str, config_file: Path, hosts: s
     if train.elastic:  # Horovod: the hosts come from the discovery script
         where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
         interface = elastic_interface(train, host_slots(train))
-    horovodrun = str(Path(sys.executable).with_name("horovodrun"))
-    return [horovodrun, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
+    return [*HOROVODRUN, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
             *(["--network-interface", interface] if interface else []),
             *train.horovodrun_args, *trainer_command(config_file)]
 

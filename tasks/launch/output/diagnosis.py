@@ -19,7 +19,8 @@ MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag o
 RANK_LINE = re.compile(r"^\[(?P<rank>\d+|[a-z]+\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$")
 EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)")
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
-                        r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow)")
+                        r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow"
+                        r"|(INFO|WARNING|DEBUG):(absl|tensorflow):)")
 ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
 MPI_SIGNALLED = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on signal (?P<signal>\d+)")
 MPI_FIRST_FAILED = re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")  # then "Exit code: N"
@@ -228,8 +229,9 @@ class RankOutput:
         return RankFailed(message, retryable=bool(error and TRANSIENT.search(error)))
 
     def _last_line(self) -> str:
-        return next((text.strip() for tail in self.tails.values() for text in reversed(tail) if text.strip()),
-                    "no output")
+        """The last line a process printed that is not TensorFlow's or absl's chatter."""
+        return next((text.strip() for tail in self.tails.values() for text in reversed(tail)
+                     if text.strip() and not is_noise(text)), "no line of its output says why")
 
 
 def _ranks(listed: str) -> list[str]:

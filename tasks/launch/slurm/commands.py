@@ -21,7 +21,9 @@ def slurm(command: list[str], timeout: float = COMMAND_SECONDS, check: bool = Tr
     if shutil.which(command[0]) is None:
         raise SlurmError(f"{command[0]} is not on PATH: this machine is not a Slurm head or login node")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        # in a session of its own: a second Ctrl-C in the terminal does not end the scancel the first one started
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              start_new_session=True)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{command[0]} did not answer in {timeout:.0f} s (is slurmctld up?)") from None
     if check and done.returncode != 0:

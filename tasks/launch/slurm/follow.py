@@ -32,6 +32,10 @@ class Stopped(Exception):
 
 
 def _raise_stopped(signum: int, frame: Any) -> None:
+    """The first stop signal raises; any later one (Ctrl-C pressed twice, the launcher's TERM after Ctrl-C) waits
+    for the cancel it started."""
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
     raise Stopped(signum)
 
 
@@ -135,7 +139,6 @@ def main(argv: list[str]) -> int:
                       float(pending_minutes) * 60)
     except Stopped as stop:
         if job_id is not None:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's kill_all: the cancel finishes first
             last = cancel(job_id) or JobState("CANCELLED")
             say(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the flow run "
                                          "cancelled, or train.timeout_minutes)"))

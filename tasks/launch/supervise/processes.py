@@ -12,6 +12,7 @@ from typing import Callable
 
 import psutil
 
+from tasks.interrupt import interrupted
 from tasks.launch.output.diagnosis import (
     JobReport,
     RankFailed,
@@ -128,6 +129,8 @@ def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], 
         code = _follow(processes, running, lines, on_line, output, watch)
     finally:
         stop_tree(running, roots)
+    if interrupted():  # Ctrl-C reached the job's processes too: whatever they made of it, the run was interrupted
+        raise KeyboardInterrupt
     if code is not None:
         report = JobReport(code, watch.verdict, watch.retryable, oom_kill_count() - oom_before,
                            time.monotonic() - started)

@@ -44,7 +44,7 @@ def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], di
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     text = "\n".join(lines)
-    assert f"horovodrun --{controller} " in text
+    assert f"horovodrun_cli.py --{controller} " in text
     assert re.search(r"rank 0 of 2 on h1\b", text) and re.search(r"rank 1 of 2 on h2\b", text), text[-2000:]
     digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1]  # the allreduce kept both hosts' weights equal

@@ -129,7 +129,7 @@ def test_a_port_taken_at_the_start_launches_the_job_again(tmp_path: Path, monkey
     launch(params(), job_for(tmp_path), tmp_path / "c.json", LaunchCheck("gloo"), "run-1", lines.append)
     assert len(attempts.processes) == 2
     assert "rank 1 on h1: its port was taken; launching again with new ports (2 of 3)" in lines
-    assert sum(line.startswith("launching: ") and "horovodrun --gloo -np 2" in line for line in lines) == 2
+    assert sum(line.startswith("launching: ") and "horovodrun_cli.py --gloo -np 2" in line for line in lines) == 2
 
 
 def test_a_port_taken_every_time_fails_after_the_last_attempt(tmp_path: Path,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.launchers.horovodrun import HOROVODRUN
 from tasks.launch.plan import (
     data_plan_lines,
     describe_launch,
@@ -23,7 +24,6 @@ from trainer.protocol import HEARTBEAT_ENV
 
 CONFIG = Path("/jobs/run 1/trainer_config.json")
 TRAINER = [sys.executable, "-m", "trainer", "--config", str(CONFIG)]
-HOROVODRUN = str(Path(sys.executable).with_name("horovodrun"))
 # a training split of 400 records in 4 shards
 MANIFEST = {"splits": {"train": {"count": 400, "shards": [{"count": 100}] * 4}}}
 
@@ -51,7 +51,7 @@ def test_every_process_is_told_its_heartbeat_a_quarter_of_the_stall_time(stall: 
 
 def test_a_horovod_job_is_one_horovodrun_over_the_hosts_running_the_trainer() -> None:
     (process,) = launch_plan(params(np=3, hosts="h1:2,h2:2"), "gloo", CONFIG, {})
-    assert process.command[:5] == [HOROVODRUN, "--gloo", "-np", "3", "-H"] and process.command[5] == "h1:2,h2:2"
+    assert process.command[:6] == [*HOROVODRUN, "--gloo", "-np", "3", "-H"] and process.command[6] == "h1:2,h2:2"
     assert process.command[-5:] == TRAINER
     assert process.label is None and process.waited and process.hosts == ("h1", "h1", "h2")
 
@@ -78,7 +78,7 @@ def test_the_launch_is_described_per_rank_for_horovod() -> None:
     (line,) = describe_launch(params(np=2), "gloo", CONFIG)
     where, command = line.split(": ", 1)
     assert where == "rank 0 on localhost, rank 1 on localhost"
-    assert shlex.split(command)[:4] == [HOROVODRUN, "--gloo", "-np", "2"] and shlex.split(command)[-5:] == TRAINER
+    assert shlex.split(command)[:5] == [*HOROVODRUN, "--gloo", "-np", "2"] and shlex.split(command)[-5:] == TRAINER
 
 
 def test_the_launch_is_described_per_task_for_a_cluster_with_ports_left_to_the_launch() -> None:

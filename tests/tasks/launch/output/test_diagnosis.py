@@ -128,3 +128,15 @@ def test_a_slurm_job_that_never_started_is_one_line_and_not_retried() -> None:
     assert explain([line], code=3) == (
         "Slurm job 9 ended NEVER_STARTED (exit 0:0): it did not start within slurm.pending_timeout_minutes and was "
         "cancelled (it waited for Resources)", False)
+
+
+def test_a_launcher_failure_never_quotes_tensorflows_or_absls_chatter() -> None:
+    chatter = ["[1]<stderr>:I0000 00:00:1795674231.676471 9968 cudart_stub.cc:31] Could not find cuda drivers on "
+               "your machine, GPU will not be used.", "[1]<stderr>:E0000 00:00:1795674319.562320 11586 "
+               "cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)",
+               "[1]<stderr>:WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+               "[0]<stderr>:INFO:absl:Using default tensorboard plugins"]
+    message, _ = explain(chatter)
+    assert message == "the launcher failed (exit 1): no line of its output says why"
+    message, _ = explain([*chatter, "[0]<stdout>:mpirun noticed that the job aborted"])
+    assert message == "the launcher failed (exit 1): mpirun noticed that the job aborted"

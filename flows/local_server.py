@@ -1,0 +1,206 @@
+"""The local Prefect server of a checkout: started once, when a flow runs with no PREFECT_API_URL, and reused.
+
+Without an API URL, Prefect starts a temporary server for every run (10-16 s, its UI gone with the run). Instead the
+first run starts `prefect server start` on 127.0.0.1 in a session of its own, with its SQLite database in the
+workspace's `.prefect/` (the checkout's, unless RINGFLOW_WORKSPACE names another), and notes it in `.prefect/ringflow-server.json`; later runs find it there and use it. A stale
+note (a dead process, another Prefect version, a server that does not answer) is replaced; `make stop` stops it.
+This module imports no Prefect, so a flow's command line knows the API address before Prefect reads its settings.
+
+    python -m flows.local_server start|status|stop
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Iterator
+
+from tasks.paths import WORKSPACE
+
+HOME_DIR = WORKSPACE.root / ".prefect"  # the server's home: its database, its log and this module's note
+STATE_FILE_NAME = "ringflow-server.json"
+DEFAULT_PORT = 4200  # Prefect's own default; another free port when it is taken
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 20.0
+
+
+class ServerError(RuntimeError):
+    """The local Prefect server could not be started."""
+
+
+@dataclass(frozen=True)
+class ServerNote:
+    """What a started server left in its home: enough to find it, check it is ours and stop it."""
+    pid: int
+    port: int
+    prefect_version: str
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def read_note(home: Path) -> ServerNote | None:
+    try:
+        return ServerNote(**json.loads((home / STATE_FILE_NAME).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def is_our_process(pid: int) -> bool:
+    """Whether pid is alive and is a `prefect server start` (a reused pid after a reboot is someone else's)."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"server" in command_line and any(part.endswith(b"prefect") for part in command_line)
+
+
+def answers(note: ServerNote, timeout: float = 2.0) -> bool:
+    """Whether the server answers its health check with this Prefect's version."""
+    try:
+        with urllib.request.urlopen(f"{note.api_url}/admin/version", timeout=timeout) as response:
+            return response.status == 200 and json.load(response) == note.prefect_version
+    except (OSError, ValueError):
+        return False
+
+
+def live_server(home: Path) -> ServerNote | None:
+    """The noted server if it is ours, alive, of this Prefect version and answering; else None."""
+    note = read_note(home)
+    if note is None or note.prefect_version != version("prefect") or not is_our_process(note.pid):
+        return None
+    return note if answers(note) else None
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_port(preferred: int) -> int:
+    """The preferred port when it is free, else one the kernel picks."""
+    if port_is_free(preferred):
+        return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_environment(home: Path) -> dict[str, str]:
+    """The server's environment: its home, no telemetry, no API URL of its own to talk to."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
+    return env | {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                  "PREFECT_UI_API_URL": ""}
+
+
+def spawn(home: Path, port: int) -> ServerNote:
+    """Start `prefect server start` in a session of its own (a terminal's Ctrl-C does not reach it)."""
+    prefect = Path(sys.executable).parent / "prefect"
+    with open(home / "server.log", "ab") as log:
+        process = subprocess.Popen([str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                   env=server_environment(home), stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True, cwd=home)
+    return ServerNote(process.pid, port, version("prefect"))
+
+
+def wait_until_up(note: ServerNote, home: Path, timeout: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_our_process(note.pid):
+            raise ServerError(f"the local Prefect server exited at start (its log: {home / 'server.log'})")
+        if answers(note, timeout=1.0):
+            return
+        time.sleep(0.25)
+    stop_process_group(note.pid)
+    raise ServerError(f"the local Prefect server did not answer in {timeout:.0f} s (its log: {home / 'server.log'})")
+
+
+def stop_process_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
+    """TERM the server's session (the CLI and its uvicorn child), then KILL what is left after timeout."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@contextmanager
+def home_lock(home: Path) -> Iterator[None]:
+    """One starter at a time (two runs started at once share one server)."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "ringflow-server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_server(home: Path = HOME_DIR) -> tuple[ServerNote, bool]:
+    """The home's live server, started (replacing a stale one) when there is none; (it, whether it was started)."""
+    with home_lock(home):
+        if note := live_server(home):
+            return note, False
+        stop_noted(home)
+        previous = read_note(home)
+        note = spawn(home, choose_port(previous.port if previous else DEFAULT_PORT))
+        (home / STATE_FILE_NAME).write_text(json.dumps(asdict(note)))
+        wait_until_up(note, home)
+        return note, True
+
+
+def stop_noted(home: Path) -> bool:
+    """Stop the noted server if it is still ours (whatever state it is in); whether there was one."""
+    note = read_note(home)
+    if note is None or not is_our_process(note.pid):
+        return False
+    stop_process_group(note.pid)
+    return True
+
+
+def stop_server(home: Path = HOME_DIR) -> bool:
+    with home_lock(home):
+        return stop_noted(home)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = (argv if argv is not None else sys.argv[1:] or ["status"])[0]
+    if command == "stop":
+        print("local Prefect server stopped" if stop_server() else "no local Prefect server was running")
+    elif command == "start":
+        note, _ = ensure_server()
+        print(f"local Prefect server: {note.ui_url}")
+    elif command == "status":
+        note = live_server(HOME_DIR)
+        print(f"local Prefect server: {note.ui_url}" if note else "no local Prefect server is running")
+    else:
+        print(f"error: unknown command {command!r} (start, status or stop)", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""horovodrun, told what Horovod's build has: `python tasks/launch/horovodrun_cli.py ARGS` takes horovodrun's own
+arguments and runs horovodrun's own command line.
+
+Before it starts any rank, horovodrun asks whether Horovod was built with Gloo or MPI by importing TensorFlow in a
+child process (3 s of a core, every launch). set-up recorded `horovodrun --check-build` once, and preflight checked
+the job's controller against that record; this answers horovodrun's question from the same record. Without the
+record, horovodrun asks as usual.
+
+Run by path, not as a module, with only the standard library and Horovod: it also runs inside a Slurm allocation.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CHECK_BUILD_CACHE = Path(sys.executable).parent.parent / ".ringflow-check-build"  # written by scripts/setup.sh
+
+
+def controllers_built(report: str) -> dict[str, bool]:
+    """Which controllers a `horovodrun --check-build` report marks as built."""
+    controllers = report.split("Available Controllers:", 1)[-1].split("Available Tensor Operations", 1)[0]
+    return {name: f"[X] {name}" in controllers for name in ("MPI", "Gloo")}
+
+
+def main() -> None:
+    from horovod.runner import launch
+    if CHECK_BUILD_CACHE.is_file() and "Available Controllers:" in (report := CHECK_BUILD_CACHE.read_text()):
+        built = controllers_built(report)
+        launch.mpi_built = lambda verbose=False: built["MPI"]  # type: ignore[attr-defined]
+        launch.gloo_built = lambda verbose=False: built["Gloo"]  # type: ignore[attr-defined]
+    sys.argv[0] = "horovodrun"
+    sys.exit(launch.run_commandline())
+
+
+if __name__ == "__main__":
+    main()

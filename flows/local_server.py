@@ -88,7 +88,9 @@ def live_server(home: Path) -> ServerNote | None:
 
 
 def port_is_free(port: int) -> bool:
+    """Whether the server could listen on the port (which it binds with SO_REUSEADDR, as uvicorn does)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -112,20 +114,20 @@ def server_environment(home: Path) -> dict[str, str]:
                   "PREFECT_UI_API_URL": ""}
 
 
-def spawn(home: Path, port: int) -> ServerNote:
+def spawn(home: Path, port: int) -> subprocess.Popen:
     """Start `prefect server start` in a session of its own (a terminal's Ctrl-C does not reach it)."""
     prefect = Path(sys.executable).parent / "prefect"
     with open(home / "server.log", "ab") as log:
         process = subprocess.Popen([str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                                    env=server_environment(home), stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=home)
-    return ServerNote(process.pid, port, version("prefect"))
+    return process
 
 
-def wait_until_up(note: ServerNote, home: Path, timeout: float = START_TIMEOUT_S) -> None:
+def wait_until_up(process: subprocess.Popen, note: ServerNote, home: Path, timeout: float = START_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not is_our_process(note.pid):
+        if process.poll() is not None:
             raise ServerError(f"the local Prefect server exited at start (its log: {home / 'server.log'})")
         if answers(note, timeout=1.0):
             return
@@ -135,7 +137,7 @@ def wait_until_up(note: ServerNote, home: Path, timeout: float = START_TIMEOUT_S
 
 
 def stop_process_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
-    """TERM the server's session (the CLI and its uvicorn child), then KILL what is left after timeout."""
+    """TERM the server's session, then KILL what is left after timeout."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
@@ -143,11 +145,20 @@ def stop_process_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            reap(pid)
             try:
                 os.killpg(pid, 0)
             except ProcessLookupError:
                 return
             time.sleep(0.1)
+
+
+def reap(pid: int) -> None:
+    """Collect the server's exit if this process started it (a zombie would still count as running)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 @contextmanager
@@ -166,9 +177,11 @@ def ensure_server(home: Path = HOME_DIR) -> tuple[ServerNote, bool]:
             return note, False
         stop_noted(home)
         previous = read_note(home)
-        note = spawn(home, choose_port(previous.port if previous else DEFAULT_PORT))
+        port = choose_port(previous.port if previous else DEFAULT_PORT)
+        process = spawn(home, port)
+        note = ServerNote(process.pid, port, version("prefect"))
         (home / STATE_FILE_NAME).write_text(json.dumps(asdict(note)))
-        wait_until_up(note, home)
+        wait_until_up(process, note, home)
         return note, True
 
 

@@ -212,22 +212,35 @@ def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: st
     assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"
 
 
-def test_ctrl_c_ends_the_run_in_one_line_and_leaves_no_rank(repo: Path, prefect_api: str) -> None:
-    """Ctrl-C in the terminal of `make run` (SIGINT to its process group): one line, last, exit 130; the MLflow run
-    is marked FAILED and no rank is left."""
-    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
-    job = subprocess.Popen(pipeline("epochs=200"), cwd=repo, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 600
-    while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
-            not trained_epochs(repo, running[0].info.run_id):
-        assert time.monotonic() < deadline and job.poll() is None
-        time.sleep(0.5)
+def interrupted_at(repo: Path, delay: float) -> tuple[subprocess.Popen, str]:
+    """A pipeline started with SIGINT ignored (as a shell starts a background job, as CI may run the suite), sent
+    Ctrl-C (SIGINT to its process group) `delay` seconds after its training launched; (it, its stderr)."""
+    job = subprocess.Popen(pipeline("epochs=200"), cwd=repo, env=workspace_env(repo), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert job.stderr is not None
+    said = []
+    for line in job.stderr:
+        said.append(line)
+        if "launching: " in line:
+            break
+    time.sleep(delay)
     os.killpg(job.pid, signal.SIGINT)
-    _, err = job.communicate(timeout=120)
+    rest = job.communicate(timeout=120)[1]
+    return job, "".join(said) + rest
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.7, 1.4, 2.1, 2.8, 3.5, 4.2, 5.6, 7.0, 9.0])
+def test_ctrl_c_at_any_moment_of_training_ends_the_run_in_one_line_and_leaves_no_rank(repo: Path,
+                                                                                      delay: float) -> None:
+    """Ctrl-C in the terminal of `make run`, at moments from the launch through the ranks' start to the epochs: one
+    line, last, exit 130, whatever the launcher made of the interrupt; the MLflow run is marked FAILED, not retried,
+    and no rank is left."""
+    job, err = interrupted_at(repo, delay)
     assert job.returncode == 130, err[-3000:]
     assert err.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
-    assert mlflow_client(repo).get_run(running[0].info.run_id).info.status == "FAILED"
+    assert err.count("launching: ") == 1  # not retried
+    assert training_runs(repo)[0].info.status == "FAILED"
     assert not [line for line in subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
                 .splitlines() if str(repo) in line and "-m trainer" in line]
 

@@ -18,6 +18,11 @@
 #   scripts/services.sh stop mlflow|prefect [--kill]    # one server away (maintenance, or a crash to try)
 #   scripts/services.sh start mlflow|prefect            # and back, on the same data
 set -euo pipefail
+# Ctrl-C stops `up` through its trap on SIGINT, and bash cannot trap a signal that was ignored when it started (as a
+# background job, a CI runner or make under one starts it): `up` then runs again, with SIGINT's default action
+if [ "${1:-up}" = up ] && (( 16#$(awk '/^SigIgn:/ {print $2}' "/proc/$$/status") & 2 )); then
+  exec env --default-signal=INT "$BASH" "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/.venv/bin
@@ -196,30 +201,49 @@ start_worker() {
   start_component worker "$BIN/prefect" worker start --pool ringflow-local --name "ringflow-worker-$(hostname)"
 }
 
-stop_pid_group() {  # $1 pid file, $2 seconds: TERM to its process group, KILL after $2 seconds (noted in logs/stop.log)
-  local pid started=$SECONDS
-  pid=$(cat "$1" 2>/dev/null) || return 0
-  if kill -TERM -- "-$pid" 2>/dev/null; then
-    for _ in $(seq $(($2 * 2))); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -KILL -- "-$pid" 2>/dev/null; then
-      echo "$(date -Is) $(basename "$1" .pid): killed after $2 s" >> "$LOGS/stop.log"
-    else
-      echo "$(date -Is) $(basename "$1" .pid): stopped in $((SECONDS - started)) s" >> "$LOGS/stop.log"
-    fi
-  fi
-  rm -f "$1"
+stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process groups at once, KILL to those left after
+  # $1 seconds in all (each end noted in logs/stop.log)
+  local seconds=$1 started=$SECONDS file pid left=() waiting
+  shift
+  for file in "$@"; do
+    pid=$(cat "$file" 2>/dev/null) || continue
+    if kill -TERM -- "-$pid" 2>/dev/null; then left+=("$file"); else rm -f "$file"; fi
+  done
+  while [ ${#left[@]} -gt 0 ]; do
+    waiting=()
+    for file in "${left[@]}"; do
+      pid=$(cat "$file" 2>/dev/null) || pid=
+      if [ -z "$pid" ] || ! kill -0 -- "-$pid" 2>/dev/null; then
+        echo "$(date -Is) $(basename "$file" .pid): stopped in $((SECONDS - started)) s" >> "$LOGS/stop.log"
+      elif [ $((SECONDS - started)) -ge "$seconds" ]; then
+        kill -KILL -- "-$pid" 2>/dev/null || true
+        echo "$(date -Is) $(basename "$file" .pid): killed after $seconds s" >> "$LOGS/stop.log"
+      else
+        waiting+=("$file"); continue
+      fi
+      rm -f "$file"
+    done
+    left=("${waiting[@]}")
+    [ ${#left[@]} -eq 0 ] || sleep 0.5
+  done
 }
 
-stop_all() {
-  # Prefect's worker, even idle, was not gone 30 s after a signal here; its
-  # second signal is a SIGKILL by design, so it gets 10 s; the servers get 30 s to close their connections
-  stop_pid_group "$RUN/worker.pid" 10
-  stop_pid_group "$RUN/prefect.pid" 30
-  stop_pid_group "$RUN/mlflow.pid" 30
+stop_all() {  # within a minute, as Ctrl-C promises
+  # all three at once, 20 s in all: Prefect's worker, even idle, was not gone 30 s after a signal here (its second
+  # signal is a SIGKILL by design); the servers close their connections meanwhile
+  stop_pid_groups 20 "$RUN/worker.pid" "$RUN/prefect.pid" "$RUN/mlflow.pid"
   if [ -f "$PGDATA/postmaster.pid" ]; then
-    as_db_user "$PG_BIN/pg_ctl" stop -D "$PGDATA" -m fast -w > /dev/null 2>&1 || true
+    as_db_user "$PG_BIN/pg_ctl" stop -D "$PGDATA" -m fast -w -t 20 > /dev/null 2>&1 || true
   fi
   rm -f "$RUN/services.pid" "$RUN"/*.paused
+}
+
+stop_and_exit() {  # $1 exit status: every server stopped, once; a second Ctrl-C meanwhile does not cut the stop short
+  trap '' INT TERM
+  trap - EXIT
+  stop_all
+  say "stopped"
+  exit "$1"
 }
 
 watch_components() {  # until a signal: one line and a stop when a server dies
@@ -254,8 +278,9 @@ up() {
   write_secrets
   init_database_cluster
   refuse_second_start
-  trap 'stop_all; say "stopped"' EXIT
-  trap 'exit 0' INT TERM
+  trap 'stop_and_exit $?' EXIT  # a server died (or up failed)
+  trap 'stop_and_exit 130' INT  # Ctrl-C
+  trap 'stop_and_exit 0' TERM   # make services-down
   echo $$ > "$RUN/services.pid"
   start_postgres
   start_mlflow
@@ -285,7 +310,7 @@ pause() {  # $1 mlflow | prefect, $2 --kill: one server stopped (killed) while t
   [ -f "$RUN/$1.pid" ] || fail "no $1 server of $SH is running"
   touch "$RUN/$1.paused"
   if [ "${2:-}" = --kill ]; then kill -KILL -- "-$(cat "$RUN/$1.pid")" 2>/dev/null || true; rm -f "$RUN/$1.pid"
-  else stop_pid_group "$RUN/$1.pid" 30; fi
+  else stop_pid_groups 30 "$RUN/$1.pid"; fi
   say "$1 stopped"
 }
 

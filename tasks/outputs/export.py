@@ -51,24 +51,41 @@ def write_savedmodel(model_dir: Path, path: Path) -> None:
     tf.saved_model.save(model, str(path), signatures={SIGNATURE: serve})
 
 
-def reload_predictions(path: Path, images: np.ndarray) -> np.ndarray:
-    """Probabilities from the SavedModel, computed in a fresh Python process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        images_file, out_file = Path(tmp) / "images.npy", Path(tmp) / "probabilities.npy"
-        np.save(images_file, images)
-        subprocess.run([sys.executable, "-m", "tasks.outputs.serve_check", str(path), str(images_file), str(out_file)],
-                       cwd=ROOT, check=True, capture_output=True, timeout=600)
-        return np.load(out_file)
+class FreshProcessCheck:
+    """Probabilities from the SavedModel, computed in a fresh Python process: started before the SavedModel is
+    written (it imports TensorFlow meanwhile), asked once it is."""
+
+    def __init__(self, savedmodel: Path, work_dir: Path) -> None:
+        self.images_file, self.out_file = work_dir / "images.npy", work_dir / "probabilities.npy"
+        self.process = subprocess.Popen([sys.executable, "-m", "tasks.outputs.serve_check", str(savedmodel),
+                                         str(self.images_file), str(self.out_file)], cwd=ROOT, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def predictions(self, images: np.ndarray) -> np.ndarray:
+        np.save(self.images_file, images)
+        output, _ = self.process.communicate("go\n", timeout=600)
+        if self.process.returncode != 0:
+            raise RuntimeError(f"the SavedModel's reload failed: {(output.strip().splitlines() or ['no output'])[-1]}")
+        return np.load(self.out_file)
+
+    def close(self) -> None:
+        """Unasked (export failed before): the process ends at the end of its input."""
+        if self.process.poll() is None:
+            self.process.communicate("", timeout=600)
 
 
 def export(model_dir: Path, export_dir: Path, data_dir: Path = PREPARED_DIR) -> ExportResult:
     """Write the SavedModel to export_dir only after its reload gives the trained model's predictions."""
     from trainer.model_io import load_model
-    images = sample_test_images(data_dir, model_dir)
-    expected = load_model(model_dir).predict(images, verbose=0)
-    with atomic_dir(export_dir) as tmp:
-        write_savedmodel(model_dir, tmp)
-        reloaded = reload_predictions(tmp, images)
+    with tempfile.TemporaryDirectory() as work, atomic_dir(export_dir) as tmp:
+        check = FreshProcessCheck(tmp, Path(work))
+        try:
+            images = sample_test_images(data_dir, model_dir)
+            expected = load_model(model_dir).predict(images, verbose=0)
+            write_savedmodel(model_dir, tmp)
+            reloaded = check.predictions(images)
+        finally:
+            check.close()
         max_abs_diff = float(np.max(np.abs(reloaded - expected)))
         if max_abs_diff > PARITY_TOLERANCE:
             raise RuntimeError(f"SavedModel reload differs from the trained model by {max_abs_diff:.3g}")

@@ -33,6 +33,7 @@ class Services:
     log: Path
     process: subprocess.Popen | None = None
     client: dict[str, str] = field(default_factory=dict)
+    sigint_ignored: bool = False  # `up` started as a CI runner (or make in a background job) starts it: SIGINT ignored
 
     def script(self, *args: str) -> subprocess.CompletedProcess:
         return run(["bash", "scripts/services.sh", *args], self.repo, self.env, timeout=300)
@@ -40,7 +41,8 @@ class Services:
     def start(self) -> None:
         """`up`, until it says it is ready (in what it printed this time: the log keeps earlier starts)."""
         before = len(self.log.read_text()) if self.log.exists() else 0
-        self.process = subprocess.Popen(["bash", "scripts/services.sh", "up"], cwd=self.repo, env=self.env,
+        ignoring = ["env", "--ignore-signal=INT"] if self.sigint_ignored else []
+        self.process = subprocess.Popen([*ignoring, "bash", "scripts/services.sh", "up"], cwd=self.repo, env=self.env,
                                         stdout=open(self.log, "a"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 300
         while READY_LINE not in self.log.read_text()[before:]:
@@ -48,11 +50,11 @@ class Services:
             time.sleep(1)
         self.client = read_client_env(self.home / "client.env")
 
-    def interrupt(self) -> int:
+    def interrupt(self, timeout: float = 180) -> int:
         """Ctrl-C, as in the terminal of `make services`; its exit status."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGINT)
-        return self.process.wait(timeout=180)
+        return self.process.wait(timeout=timeout)
 
     def psql(self, database: str, query: str) -> str:
         command = [*self.postgres_bin("psql"), "-h", "127.0.0.1", "-p", self.env["POSTGRES_PORT"], "-U", "ringflow",
@@ -87,15 +89,15 @@ def services_home() -> Path:
     return home
 
 
-def started_services(checkout: Path, **settings: str) -> Iterator[Services]:
-    """scripts/services.sh up in a copy of the checkout made in `checkout`, on free ports; afterwards down and its
-    data removed."""
+def started_services(checkout: Path, *, sigint_ignored: bool = False, **settings: str) -> Iterator[Services]:
+    """scripts/services.sh up in a copy of the checkout made in `checkout`, on free ports (with SIGINT ignored, when
+    told); afterwards down and its data removed."""
     repo = copy_checkout(checkout)
     home = services_home()
     env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(free_port()),
                     POSTGRES_PORT=str(free_port()), PREFECT_HOME=str(repo / ".prefect"), **settings)
     env.pop("PREFECT_API_URL", None)
-    started = Services(repo, home, env, repo.parent / "services.log")
+    started = Services(repo, home, env, repo.parent / "services.log", sigint_ignored=sigint_ignored)
     started.start()
     try:
         yield started

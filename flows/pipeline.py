@@ -205,9 +205,10 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
         check = preflight_task(params)
     with CLOCK.step("version"):
         version = version_task()
-    state = run_state(params, version)
-    changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
-    previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
+    with CLOCK.step("open-run"):  # the run's state and what changed since the last run, then the run itself
+        state = run_state(params, version)
+        changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
+        previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
     if previous:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
         create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
@@ -239,6 +240,18 @@ def dry_run(overrides: dict[str, Any]) -> int:
     return 0
 
 
+def import_tensorflow_meanwhile() -> None:
+    """Evaluate, export and register use TensorFlow in this process: import it (4 s of a core) in the background
+    while the first steps wait on files, DVC and MLflow, rather than after the training."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        for name in ("tensorflow", "tf_keras"):
+            importlib.import_module(name)
+    threading.Thread(target=load, name="import-tensorflow", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     from flows.cli import checked_overrides, run_flow
     parser = argparse.ArgumentParser(add_help=False)
@@ -251,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if flags.dry_run:
         return dry_run(overrides)
+    import_tensorflow_meanwhile()
+
     def pipeline_run() -> dict[str, Any]:
         given = resume_override(overrides) if flags.resume else overrides
         return training_pipeline(overrides=given, skip_unchanged=flags.skip_unchanged, force=flags.force)

@@ -9,6 +9,9 @@ import pytest
 
 import trainer  # noqa: F401  (first: the tf-keras switch, before any TensorFlow import)
 
+# the whole pipeline's run, once per session: tests/flows/test_pipeline.py and tests/tasks/versioning/test_dvc.py
+from tests.pipeline_run import pipeline_run  # noqa: F401
+
 # No test may reach a Prefect server it did not start, nor start one in the checkout: until a test asks for the
 # session's server, flows would find none here (port 9, discard).
 os.environ["PREFECT_API_URL"] = "http://127.0.0.1:9/api"

@@ -1,5 +1,9 @@
 """prefect.yaml deployments run by `make serve` (a real Prefect server on a free 127.0.0.1 port and a real process
-worker) in a private copy of the checkout: override, refusal, schedule, retrain skip and force, artifacts."""
+worker) in a private copy of the checkout: override, refusal, schedule, retrain skip and force, artifacts, and a run
+cancelled while it trains on the test cluster's hosts (scripts/testcluster.sh), directly or through its Slurm.
+
+`make serve` starts once, for this module: every test that needs a deployment run is here, each telling its own MLflow
+runs from the others' by their ids."""
 from __future__ import annotations
 
 import json
@@ -10,13 +14,19 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pytest
 import yaml
 
 from tests.helpers import BIN, ROOT, api_call, copy_checkout, free_port, quiet_env, run
+from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
+from tests.tasks.launch.test_cluster import wait_until
+from tests.tasks.launch.test_slurm_cluster import job_field, no_rank_left
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 pytestmark = pytest.mark.slow  # make serve: Prefect server and worker
 
@@ -58,7 +68,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", "2 epochs"],
                    cwd=repo, check=True)
     port = free_port()
-    env = quiet_env(PREFECT_PORT=str(port), PREFECT_HOME=str(repo / ".prefect"))
+    # the worker asks for work every second, not every 10 s: each deployment run starts as soon as it is created
+    env = quiet_env(PREFECT_PORT=str(port), PREFECT_HOME=str(repo / ".prefect"), PREFECT_WORKER_QUERY_SECONDS="1")
     env.pop("PREFECT_API_URL", None)
     log = open(repo.parent / "serve.log", "w")
     serve = subprocess.Popen(["bash", "scripts/serve.sh"], cwd=repo, env=env, stdout=log,
@@ -92,21 +103,50 @@ def flow_run_artifacts(served: Served, flow_run_id: str) -> dict[str, dict]:
     return {artifact["key"]: artifact for artifact in found}
 
 
-def mlflow_runs(served: Served) -> list:
-    """Training runs of the checkout's MLflow store, newest first."""
+def mlflow_runs(served: Served) -> list[Run]:
+    """Training runs of the checkout's MLflow store, newest first (none before its first run made the store)."""
     from mlflow.tracking import MlflowClient
-    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    store = served.repo / "mlruns" / "mlflow.db"
+    if not store.exists():
+        return []
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
     experiment = client.get_experiment_by_name("ringflow")
+    if experiment is None:
+        return []
     return list(client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"]))
 
 
+def run_ids(served: Served) -> set[str]:
+    """The ids of the checkout's MLflow runs."""
+    return {found.info.run_id for found in mlflow_runs(served)}
+
+
+def runs_since(served: Served, before: set[str]) -> list[Run]:
+    """The MLflow runs that are not among the ids `before` (made since), newest first."""
+    return [found for found in mlflow_runs(served) if found.info.run_id not in before]
+
+
+def training_run(served: Served, run_id: str) -> Run:
+    """One MLflow run of the checkout's store, as it is now."""
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}").get_run(run_id)
+
+
+@dataclass(frozen=True)
+class Trained:
+    flow_run_id: str
+    run_id: str  # of the one MLflow run it made
+
+
 @pytest.fixture(scope="module")
-def trained(served: Served) -> str:
-    """One `train` deployment run with a --param override; its flow run id."""
+def trained(served: Served) -> Trained:
+    """One `train` deployment run with a --param override: its flow run id and the one MLflow run it made."""
+    before = run_ids(served)
     done, flow_run_id = deployment_run(served, "train", OVERRIDE, AUGMENT_OFF)
     assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     assert flow_run_id
-    return flow_run_id
+    (made,) = runs_since(served, before)
+    return Trained(flow_run_id, made.info.run_id)
 
 
 def test_every_entrypoint_imports(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,8 +192,8 @@ def test_a_bad_param_is_refused_before_any_run(served: Served, param: str, field
     assert len(api_call(served.api, "/flow_runs/filter", {})) == before
 
 
-def test_train_run_carries_the_override(served: Served, trained: str) -> None:
-    (mlflow_run,) = mlflow_runs(served)
+def test_train_run_carries_the_override(served: Served, trained: Trained) -> None:
+    mlflow_run = training_run(served, trained.run_id)
     assert mlflow_run.info.status == "FINISHED"
     assert (mlflow_run.data.params["train.learning_rate"], mlflow_run.data.params["train.epochs"]) == \
         ("0.002", "2")
@@ -163,10 +203,10 @@ def test_train_run_carries_the_override(served: Served, trained: str) -> None:
     assert source == ("training-pipeline/train", "JOB")  # the deployment that started it
 
 
-def test_evaluation_report_and_registered_model(served: Served, trained: str) -> None:
+def test_evaluation_report_and_registered_model(served: Served, trained: Trained) -> None:
     import mlflow.pyfunc
     from mlflow.tracking import MlflowClient
-    (mlflow_run,) = mlflow_runs(served)
+    mlflow_run = training_run(served, trained.run_id)
     uri = f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     files = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "evaluation")}
@@ -183,9 +223,9 @@ def test_evaluation_report_and_registered_model(served: Served, trained: str) ->
     assert model.predict(np.zeros((2, 8, 8, 1), np.float32)).shape == (2, 10)
 
 
-def test_prefect_artifacts_summarize_the_run(served: Served, trained: str) -> None:
-    artifacts = flow_run_artifacts(served, trained)
-    (mlflow_run,) = mlflow_runs(served)
+def test_prefect_artifacts_summarize_the_run(served: Served, trained: Trained) -> None:
+    artifacts = flow_run_artifacts(served, trained.flow_run_id)
+    mlflow_run = training_run(served, trained.run_id)
     summary = artifacts["run-summary"]["data"]
     assert mlflow_run.info.run_id in summary and "#/experiments/" in summary
     assert "champion" in summary and mlflow_run.data.params["data_hash"] in summary
@@ -195,10 +235,10 @@ def test_prefect_artifacts_summarize_the_run(served: Served, trained: str) -> No
     assert "data-validation" in artifacts
 
 
-def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained: str) -> None:
+def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained: Trained) -> None:
     """A pass-through parameter (it reaches horovodrun's or mpirun's command line) in a deployment run's overrides is
     refused in one line naming the key, before any MLflow run: the deployment does not say allow_passthrough."""
-    runs_before = len(mlflow_runs(served))
+    runs_before = run_ids(served)
     done, flow_run_id = deployment_run(served, "train", 'overrides={"train.horovodrun_args": ["--verbose"]}')
     assert done.returncode != 0 and flow_run_id
     state = api_call(served.api, f"/flow_runs/{flow_run_id}")["state"]
@@ -206,7 +246,7 @@ def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained
     assert "train.horovodrun_args: not taken from a deployment run's overrides" in state["message"]
     logs = api_call(served.api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]}}})
     assert any("train.horovodrun_args: not taken from a deployment run's overrides" in log["message"] for log in logs)
-    assert len(mlflow_runs(served)) == runs_before
+    assert run_ids(served) == runs_before
 
 
 def trained_epochs(served: Served, run_id: str) -> list[int]:
@@ -231,32 +271,33 @@ def retrain(served: Served, *params: str) -> tuple[bool, str]:
     return "Training skipped" in text, text
 
 
-def test_retrain_skips_when_nothing_changed_and_trains_when_forced(served: Served, trained: str) -> None:
+def test_retrain_skips_when_nothing_changed_and_trains_when_forced(served: Served, trained: Trained) -> None:
+    runs_before = run_ids(served)
     skipped, skipped_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF)
     assert skipped.returncode == 0, skipped.stdout[-3000:]
     assert "Training skipped" in flow_run_artifacts(served, skipped_id)["run-summary"]["data"]
-    assert len(mlflow_runs(served)) == 1
+    assert run_ids(served) == runs_before
     task_runs = api_call(served.api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [skipped_id]}}})
     assert [r["state_name"] for r in task_runs if r["name"].startswith("validate")] == ["Cached"]
     forced, forced_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF, "force=true")
     assert forced.returncode == 0, forced.stdout[-3000:]
-    newest, first = mlflow_runs(served)
-    assert newest.info.status == "FINISHED" and newest.info.run_id != first.info.run_id
+    (newest,) = runs_since(served, runs_before)  # a new run
+    assert newest.info.status == "FINISHED"
     assert trained_epochs(served, newest.info.run_id) == [0, 1]  # it trained every epoch, from scratch
     assert newest.data.tags["ringflow.gate.decision"] in ("champion", "challenger")
     assert "Gate:" in flow_run_artifacts(served, forced_id)["run-summary"]["data"]
 
 
-def test_a_readme_commit_does_not_retrain_and_a_code_change_does(served: Served, trained: str) -> None:
-    runs_before = len(mlflow_runs(served))
+def test_a_readme_commit_does_not_retrain_and_a_code_change_does(served: Served, trained: Trained) -> None:
+    runs_before = run_ids(served)
     commit(served, "README.md", "\nA line about nothing that trains.\n")
     assert retrain(served)[0]
-    assert len(mlflow_runs(served)) == runs_before
+    assert run_ids(served) == runs_before
     commit(served, "trainer/models.py", "\n# a change to the code that trains\n")
     skipped, text = retrain(served)
     assert not skipped and "Changed since the last finished run: code" in text
-    newest = mlflow_runs(served)[0]
-    assert len(mlflow_runs(served)) == runs_before + 1 and trained_epochs(served, newest.info.run_id) == [0, 1]
+    (newest,) = runs_since(served, runs_before)
+    assert trained_epochs(served, newest.info.run_id) == [0, 1]
 
 
 def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_input(served: Served) -> None:
@@ -265,10 +306,11 @@ def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_inp
     the flow run completes, and the sweep's run and its trials say the deployment started them."""
     overrides = {"sweep.method": "grid", "sweep.parallel": 2, "train.np": 1, "train.epochs": 2,
                  "sweep.space": {"train.batch_size": [32, 4096]}}
+    runs_before = run_ids(served)
     done, flow_run_id = deployment_run(served, "sweep", f"overrides={json.dumps(overrides)}")
     assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     assert flow_run_id and "sweep-trials" in flow_run_artifacts(served, flow_run_id)
-    runs = [found for found in mlflow_runs(served) if found.data.tags.get("ringflow.kind") == "sweep"
+    runs = [found for found in runs_since(served, runs_before) if found.data.tags.get("ringflow.kind") == "sweep"
             or "ringflow.sweep.trial" in found.data.tags]
     assert {found.data.tags["mlflow.source.name"] for found in runs} == {"training-pipeline/sweep"}
     trials = {found.data.params["train.batch_size"]: found for found in runs if "ringflow.sweep.trial" in found.data.tags}
@@ -276,3 +318,64 @@ def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_inp
     refused = trials["4096"]
     assert refused.info.status == "FAILED" and refused.data.tags["ringflow.sweep.trial_state"] == "failed"
     assert "exceeds the 1257 training records" in refused.data.tags["ringflow.sweep.said"]
+
+
+@pytest.fixture
+def cluster() -> Iterator[list[str]]:
+    """The test cluster (hosts h1 and h2) for one test: `up` takes a second or two."""
+    yield from cluster_up()
+
+
+@pytest.fixture
+def slurm_cluster() -> Iterator[list[str]]:
+    """The test cluster with its Slurm (slurmctld here, a slurmd on each host) for one test."""
+    yield from cluster_up("--slurm")
+
+
+def start_deployment_run(served: Served, overrides: str) -> str:
+    """`prefect deployment run training-pipeline/train` with these overrides (JSON); the flow run's id, once its
+    ranks run on both hosts."""
+    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param",
+                   f"overrides={overrides}"], served.repo, served.env, timeout=300)
+    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
+    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
+    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
+    return flow_run_id[1]
+
+
+def cancel_flow_run(served: Served, flow_run_id: str) -> None:
+    """`prefect flow-run cancel`, and a bounded wait for the run's CANCELLED state."""
+    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id], served.repo, served.env, timeout=120)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+
+    def cancelled() -> bool:
+        return api_call(served.api, f"/flow_runs/{flow_run_id}")["state"]["type"] == "CANCELLED"
+    assert wait_until(cancelled, 120)
+
+
+def test_cancelling_a_deployment_run_leaves_no_process_on_any_host(served: Served, cluster: list[str]) -> None:
+    """`prefect deployment run` of training across h1 and h2 through `make serve`, cancelled mid-training with
+    `prefect flow-run cancel`: the worker stops the run's process group, and with it every rank on every host."""
+    flow_run_id = start_deployment_run(served, '{"train.hosts": "h1:1,h2:1", "train.epochs": 2000}')
+    cancel_flow_run(served, flow_run_id)
+    assert wait_until(lambda: not ranks_on("h1") and not ranks_on("h2"), 60), (ranks_on("h1"), ranks_on("h2"))
+
+
+def slurm_job_files(served: Served) -> set[Path]:
+    """The Slurm job records of the served checkout's runs (outputs/runs/<MLflow run id>/slurm/jobs)."""
+    return set((served.repo / "outputs" / "runs").glob("*/slurm/jobs"))
+
+
+def test_cancelling_a_deployment_run_cancels_the_slurm_job(served: Served, slurm_cluster: list[str]) -> None:
+    """`prefect flow-run cancel` of a deployment run training through Slurm: the job is CANCELLED in Slurm, no
+    rank is left on either node, and the MLflow run is not FINISHED."""
+    jobs_before = slurm_job_files(served)
+    flow_run_id = start_deployment_run(served, '{"train.scheduler": "slurm", "train.epochs": 2000}')
+    (job_file,) = slurm_job_files(served) - jobs_before
+    job_id, run_id = job_file.read_text().split()[0], job_file.parent.parent.name
+    cancel_flow_run(served, flow_run_id)
+    assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 60), job_field(job_id, "JobState")
+    assert wait_until(no_rank_left, 60), (ranks_on("h1"), ranks_on("h2"))
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    assert client.get_run(run_id).info.status != "FINISHED"

@@ -1,13 +1,13 @@
 """The whole pipeline on the built-in dataset with 2 Horovod ranks, in a private copy of the checkout.
 
-The flow runs against a real Prefect server; MLflow, DVC and Horovod run for real.
+The flow runs against a real Prefect server; MLflow, DVC and Horovod run for real. The run is the session's
+`pipeline_run` (tests/pipeline_run.py; tests/tasks/versioning/test_dvc.py clones its checkout too).
 """
 from __future__ import annotations
 
 import json
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,34 +15,16 @@ import pytest
 import yaml
 
 from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
+from tests.pipeline_run import PipelineRun
 
 pytestmark = pytest.mark.slow  # the whole pipeline: Prefect server, Horovod, DVC
 
 EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy", "images_per_sec")
 
 
-@dataclass(frozen=True)
-class PipelineRun:
-    repo: Path
-    output: str
-    run_id: str
-    test_accuracy: float
-    savedmodel: Path
-
-
 def mlflow_client(repo: Path):
     from mlflow.tracking import MlflowClient
     return MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
-
-
-@pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> PipelineRun:
-    repo = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    done = run([PYTHON, "-m", "flows.pipeline"], repo, quiet_env(PREFECT_API_URL=prefect_api))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    found = dict(re.findall(r"^(mlflow run id|test accuracy|SavedModel):\s+(\S+)$", done.stdout, re.M))
-    return PipelineRun(repo, done.stdout, found["mlflow run id"], float(found["test accuracy"]),
-                       Path(found["SavedModel"]))
 
 
 def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun) -> None:
@@ -113,14 +95,14 @@ def test_savedmodel_reloads_and_matches_the_trained_model(pipeline_run: Pipeline
 
 
 def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun, prefect_api: str) -> None:
-    """This pipeline's flow run: the newest one (the session's server holds other tests' runs too)."""
-    flow_runs = api_call(prefect_api, "/flow_runs/filter", {"sort": "START_TIME_DESC", "limit": 1})
-    assert [r["state_type"] for r in flow_runs] == ["COMPLETED"]
-    task_runs = api_call(prefect_api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+    """This pipeline's flow run, and its artifacts (the session's server holds other tests' runs too)."""
+    flow_run = api_call(prefect_api, f"/flow_runs/{pipeline_run.flow_run_id}")
+    assert flow_run["state_type"] == "COMPLETED"
+    task_runs = api_call(prefect_api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}})
     assert {"convert", "validate", "preflight", "version", "open-run", "train", "evaluate", "export", "register",
             "publish"} <= \
         {r["name"].rsplit("-", 1)[0] for r in task_runs}
-    artifacts = api_call(prefect_api, "/artifacts/filter", {})
+    artifacts = api_call(prefect_api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}})
     validation = [a for a in artifacts if a["key"] == "data-validation"]
     assert len(validation) == 1 and "| train | 1257 | 8 |" in validation[0]["data"]
 
@@ -168,3 +150,16 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
     assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
     artifacts = api_call(prefect_api, "/artifacts/filter", {})
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)
+
+
+def test_the_run_ends_with_where_the_time_went(pipeline_run: PipelineRun) -> None:
+    """The last line: the run's wall time, its epochs, and each step's time outside them, the train step in parts."""
+    last = pipeline_run.output.strip().splitlines()[-1]
+    found = re.fullmatch(r"time: ([\d.]+) s, ([\d.]+) s of it epochs; outside them: (.*)", last)
+    assert found and 0 < float(found[2]) < float(found[1]), last
+    steps = [part.rsplit(" ", 1) for part in re.sub(r" \(.*?\)", "", found[3]).split(", ")]
+    assert all(float(seconds) >= 0 for _, seconds in steps), last
+    assert [name for name, _ in steps] == ["start and Prefect", "prepare", "preflight", "version", "open-run",
+                                           "train", "evaluate", "export", "register", "publish"], last
+    assert re.search(r"train [\d.]+ \(launch to first rank [\d.]+, to first epoch -?[\d.]+, after last epoch [\d.]+\)",
+                     last), last

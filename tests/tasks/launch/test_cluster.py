@@ -21,8 +21,7 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.remote.addresses import head_address, is_local
 from tasks.outputs.evaluate import evaluate, predict_split
 from tasks.params import Params, TrainParams
-from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
-from tests.helpers import BIN, ROOT, api_call, make_workspace, quiet_env, run, workspace_env
+from tests.helpers import ROOT, make_workspace, quiet_env, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
 from trainer.protocol import resumed_epochs, weights_digests
 
@@ -230,33 +229,3 @@ def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
             return True
         time.sleep(0.5)
     return condition()
-
-
-def start_deployment_run(serving: Served, overrides: str) -> str:
-    """`prefect deployment run training-pipeline/train` with these overrides (JSON); the flow run's id, once its
-    ranks run on both hosts."""
-    started = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--param",
-                   f"overrides={overrides}"], serving.repo, serving.env, timeout=300)
-    flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", started.stdout)
-    assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
-    assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
-    return flow_run_id[1]
-
-
-def cancel_flow_run(serving: Served, flow_run_id: str) -> None:
-    """`prefect flow-run cancel`, and a bounded wait for the run's CANCELLED state."""
-    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id], serving.repo, serving.env, timeout=120)
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-
-    def cancelled() -> bool:
-        return api_call(serving.api, f"/flow_runs/{flow_run_id}")["state"]["type"] == "CANCELLED"
-    assert wait_until(cancelled, 120)
-
-
-def test_cancelling_a_deployment_run_leaves_no_process_on_any_host(
-        cluster: list[str], served: Served) -> None:  # noqa: F811 (served: the imported fixture)
-    """`prefect deployment run` of training across h1 and h2 through `make serve`, cancelled mid-training with
-    `prefect flow-run cancel`: the worker stops the run's process group, and with it every rank on every host."""
-    flow_run_id = start_deployment_run(served, '{"train.hosts": "h1:1,h2:1", "train.epochs": 2000}')
-    cancel_flow_run(served, flow_run_id)
-    assert wait_until(lambda: not ranks_on("h1") and not ranks_on("h2"), 60), (ranks_on("h1"), ranks_on("h2"))

@@ -15,10 +15,9 @@ from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.preflight import PreflightError, check_launch
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
-from tests.flows.test_deployments import Served, served  # noqa: F401 (the `make serve` fixture)
 from tests.helpers import BIN, make_workspace, run, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
-from tests.tasks.launch.test_cluster import cancel_flow_run, start_deployment_run, wait_until
+from tests.tasks.launch.test_cluster import wait_until
 from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real Slurm daemons, munge, Horovod and TensorFlow across two nodes
@@ -219,22 +218,6 @@ def test_a_job_that_cannot_start_in_time_is_cancelled_in_one_line(cluster: list[
     assert not failure.value.retryable
     job_id = re.search(r"Slurm job (\d+)", message)[1]  # type: ignore[index]
     assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 30)
-
-def test_cancelling_a_deployment_run_cancels_the_slurm_job(cluster: list[str],
-                                                           served: Served) -> None:  # noqa: F811 (the fixture)
-    """`prefect flow-run cancel` of a deployment run training through Slurm: the job is CANCELLED in Slurm, no
-    rank is left on either node, and the MLflow run is not FINISHED."""
-    flow_run_id = start_deployment_run(served, '{"train.scheduler": "slurm", "train.epochs": 2000}')
-    job_ids = list((served.repo / "outputs" / "runs").glob("*/slurm/jobs"))
-    assert len(job_ids) == 1
-    job_id, run_id = job_ids[0].read_text().split()[0], job_ids[0].parent.parent.name
-    cancel_flow_run(served, flow_run_id)
-    assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 60), job_field(job_id, "JobState")
-    assert wait_until(no_rank_left, 60), (ranks_on("h1"), ranks_on("h2"))
-    from mlflow.tracking import MlflowClient
-    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
-    assert client.get_run(run_id).info.status != "FINISHED"
-
 
 def test_a_sweeps_trials_are_slurm_jobs_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
     """train.scheduler slurm: each of 2 trials (2 at once) is its own Slurm job, COMPLETED, the two running at the

@@ -1,4 +1,5 @@
-"""DVC for real: prepared data pushed to the default remote comes back identical after deletion."""
+"""DVC for real: prepared data pushed to the default remote comes back identical after deletion; a clone of the
+checkout of the session's whole pipeline run (tests/pipeline_run.py) pulls every output its dvc.lock records."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import BIN, PYTHON, copy_checkout, quiet_env, run
+from tests.pipeline_run import PipelineRun, dir_hashes, recorded_folders
 
 pytestmark = pytest.mark.slow  # real DVC commands
 
@@ -58,45 +60,30 @@ def test_restore_brings_back_the_data_of_an_earlier_version(tmp_path: Path) -> N
     assert sorted(p.name for p in (repo / "data").iterdir()) == [".gitignore", "prepared"]
 
 
-def dir_hashes(folder: Path) -> dict[str, str]:
-    """Every file below folder (relative path -> sha256)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 def git(repo: Path, *args: str) -> None:
     import subprocess
     subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", *args], cwd=repo, check=True,
                    capture_output=True)
 
 
-def test_a_second_clone_pulls_every_output_dvc_lock_records(tmp_path: Path, prefect_api: str) -> None:
-    import yaml
-    first = copy_checkout(_mkdir(tmp_path / "first"))
-    env = quiet_env()
-    done = run([str(BIN / "dvc"), "remote", "modify", "local", "url", str(tmp_path / "shared-remote")], first, env)
-    assert done.returncode == 0, done.stderr
-    params = yaml.safe_load((first / "params.yaml").read_text())
-    params["train"]["epochs"] = 2
-    (first / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    git(first, "commit", "-qam", "a shared remote; 2 epochs")
-    done = run([PYTHON, "-m", "flows.pipeline"], first, quiet_env(PREFECT_API_URL=prefect_api))
-    assert done.returncode == 0 and "dvc:            recorded in dvc.lock and pushed" in done.stdout, \
-        done.stdout[-2000:] + done.stderr[-2000:]
-    git(first, "commit", "-qam", "the run's dvc.lock")
+def test_a_second_clone_pulls_every_output_dvc_lock_records(pipeline_run: PipelineRun, tmp_path: Path) -> None:
+    """The first checkout is the session's whole pipeline run's: it recorded its outputs in dvc.lock and pushed them
+    to its default remote. A clone of it holding that dvc.lock, its remote set to that one, pulls every one of them
+    as the run wrote them (taken when the run ended: other tests restore and train in that checkout)."""
+    assert "dvc:            recorded in dvc.lock and pushed" in pipeline_run.output, pipeline_run.output[-2000:]
+    remote = pipeline_run.repo / ".dvc-remote"  # the default remote, ../.dvc-remote from .dvc/
+    assert remote.is_dir()
     second = tmp_path / "second"
-    git(tmp_path, "clone", "-q", str(first), str(second))
+    git(tmp_path, "clone", "-q", str(pipeline_run.repo), str(second))
     if not (second / ".venv").exists():
-        (second / ".venv").symlink_to(first / ".venv")
+        (second / ".venv").symlink_to(pipeline_run.repo / ".venv")
+    (second / "dvc.lock").write_text(pipeline_run.dvc_lock)  # as if committed there (never in the shared checkout)
+    env = quiet_env()
+    done = run([str(BIN / "dvc"), "remote", "modify", "--local", "local", "url", str(remote)], second, env)
+    assert done.returncode == 0, done.stderr
     pulled = run([str(BIN / "dvc"), "pull"], second, env)
     assert pulled.returncode == 0, pulled.stdout[-2000:] + pulled.stderr[-2000:]
-    recorded = [out["path"] for stage in yaml.safe_load((second / "dvc.lock").read_text())["stages"].values()
-                for out in stage.get("outs", []) if "md5" in out and out["md5"].endswith(".dir")]
+    recorded = recorded_folders((second / "dvc.lock").read_text())
     assert set(recorded) == {"data/prepared", "outputs/model", "outputs/savedmodel"}
     for path in recorded:
-        assert dir_hashes(second / path) == dir_hashes(first / path), path
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True)
-    return path
+        assert dir_hashes(second / path) == pipeline_run.outputs[path], path

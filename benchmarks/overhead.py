@@ -25,7 +25,6 @@ from tasks.paths import ROOT
 
 RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
 TIME_LINE = re.compile(r"^time: .*$", re.M)
-STEP = re.compile(r"(?:outside them: |, )([a-z -]+?) (\d+\.\d)")
 
 
 def clone(folder: Path, revision: str = "HEAD") -> Path:
@@ -59,8 +58,11 @@ def measured(folder: Path) -> tuple[float, dict[str, float]]:
     """One `make run`: (its fixed cost, its steps' seconds outside the epochs as its last line gives them)."""
     seconds, printed = make_run(folder)
     line = TIME_LINE.search(printed)
-    steps = {name: float(value) for name, value in STEP.findall(line[0].split("outside them: ", 1)[1])} \
-        if line else {}
+    outside = re.sub(r" \(.*?\)", "", line[0].split("outside them: ", 1)[1]) if line else ""
+    steps = {name: float(value) for name, value in (part.rsplit(" ", 1) for part in outside.split(", ") if part)}
+    parts = re.search(r"train [\d.]+ \((.*?)\)", line[0]) if line else None
+    steps |= {f"  {name}": float(value) for name, value in (p.rsplit(" ", 1) for p in parts[1].split(", "))} \
+        if parts else {}
     return seconds - epoch_seconds(folder, printed), steps
 
 

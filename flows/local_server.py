@@ -204,11 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     if command == "stop":
         print("local Prefect server stopped" if stop_server() else "no local Prefect server was running")
     elif command == "start":
-        note, _ = ensure_server()
-        print(f"local Prefect server: {note.ui_url}")
+        print(f"local Prefect server: {ensure_server()[0].ui_url}")
     elif command == "status":
-        note = live_server(HOME_DIR)
-        print(f"local Prefect server: {note.ui_url}" if note else "no local Prefect server is running")
+        running = live_server(HOME_DIR)
+        print(f"local Prefect server: {running.ui_url}" if running else "no local Prefect server is running")
     else:
         print(f"error: unknown command {command!r} (start, status or stop)", file=sys.stderr)
         return 2

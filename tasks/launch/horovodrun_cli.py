@@ -26,8 +26,8 @@ def main() -> None:
     from horovod.runner import launch
     if CHECK_BUILD_CACHE.is_file() and "Available Controllers:" in (report := CHECK_BUILD_CACHE.read_text()):
         built = controllers_built(report)
-        launch.mpi_built = lambda verbose=False: built["MPI"]  # type: ignore[attr-defined]
-        launch.gloo_built = lambda verbose=False: built["Gloo"]  # type: ignore[attr-defined]
+        launch.mpi_built = lambda verbose=False: built["MPI"]
+        launch.gloo_built = lambda verbose=False: built["Gloo"]
     sys.argv[0] = "horovodrun"
     sys.exit(launch.run_commandline())
 

@@ -9,7 +9,6 @@ preflight checks and prints the launch plan and each rank's share of the data, w
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -39,6 +38,7 @@ from tasks.versioning.run_state import RunState, run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
+from trainer.process_end import end_now
 
 ModelName = Literal[tuple(sorted(MODEL_CATALOG))]  # type: ignore[valid-type]
 shorten_bad_input_logs()
@@ -285,4 +285,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_now(main())  # the run said its last line: no teardown of TensorFlow after it

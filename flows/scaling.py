@@ -4,7 +4,6 @@ Run directly:  python -m flows.scaling [--set train.scaling_np=[1,2] --set epoch
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from prefect import flow, task
@@ -15,6 +14,7 @@ from tasks import steps
 from tasks.params import Params, load_params
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
+from trainer.process_end import end_now
 
 
 @task(name="train-at-np")
@@ -59,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_now(main())  # the run said its last line: no teardown of TensorFlow after it

@@ -7,7 +7,6 @@ Run directly:  python -m flows.sweep [--set sweep.trials=6 --set sweep.parallel=
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -32,6 +31,7 @@ from tasks.tracking import mlflow_store
 from tasks.tracking.run_labels import RunSource, flow_source
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
+from trainer.process_end import end_now
 
 FLOW_NAME = "training-pipeline"  # its deployment is training-pipeline/sweep, beside train and retrain
 
@@ -133,4 +133,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_now(main())  # the run said its last line: no teardown of TensorFlow after it

@@ -1,8 +1,8 @@
 """Where a pipeline run's time went: each step's wall time, the training's epochs apart from its start and end, and
 the rest (the process start, Prefect's own work). One line, the last of a successful `make run`:
 
-    time: 51.2 s, 8.9 s of it epochs; outside them: start 3.1, prepare 1.6, ... train 18.2 (launch to first rank
-    9.0, to first epoch 4.9, after last epoch 3.1), evaluate 3.9, ...
+    time: 51.2 s, 8.9 s of it epochs; outside them: start and Prefect 3.1, prepare 0.2, ..., train 18.2 (launch to
+    first rank 9.0, to first epoch 4.9, after last epoch 3.1), evaluate 3.9, ...
 """
 from __future__ import annotations
 
@@ -58,13 +58,13 @@ class RunClock:
     def training_parts(self, first_epoch_seconds: float) -> str:
         """The train step's time outside its epochs: to the first rank's line, from there to the first epoch's
         start, after the last epoch's line."""
-        marks, train_end = self.training, self.training.launched or 0.0
-        if None in (marks.launched, marks.first_rank, marks.first_epoch, marks.last_epoch):
+        marks = self.training
+        if marks.launched is None or marks.first_rank is None or marks.first_epoch is None \
+                or marks.last_epoch is None:
             return ""
-        train_end += self.steps.get("train", 0.0)
-        to_rank = marks.first_rank - marks.launched  # type: ignore[operator]
-        to_epoch = marks.first_epoch - marks.first_rank - first_epoch_seconds  # type: ignore[operator]
-        after = train_end - marks.last_epoch  # type: ignore[operator]
+        to_rank = marks.first_rank - marks.launched
+        to_epoch = marks.first_epoch - marks.first_rank - first_epoch_seconds
+        after = marks.launched + self.steps.get("train", 0.0) - marks.last_epoch
         return f" (launch to first rank {to_rank:.1f}, to first epoch {to_epoch:.1f}, after last epoch {after:.1f})"
 
     def line(self, epoch_seconds: list[float]) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import contextmanager
 from types import FrameType
+from typing import Iterator
 
 _seen = threading.Event()
 
@@ -29,3 +31,18 @@ def catch_interrupts() -> None:
 def interrupted() -> bool:
     """Whether Ctrl-C was pressed in this process's life."""
     return _seen.is_set()
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C held back while the block runs and raised when it ends: for starting processes, so that an interrupt
+    never leaves one started but unknown to whoever stops them. What starts meanwhile keeps SIGINT blocked (a
+    process inherits the mask): the terminal's Ctrl-C then reaches the one process that stops them all."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

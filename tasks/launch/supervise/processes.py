@@ -12,7 +12,7 @@ from typing import Callable
 
 import psutil
 
-from tasks.interrupt import interrupted
+from tasks.interrupt import interrupted, interrupts_held
 from tasks.launch.output.diagnosis import (
     JobReport,
     RankFailed,
@@ -123,9 +123,12 @@ def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], 
     """
     output, lines = RankOutput(_rank_hosts(processes)), queue.Queue[tuple[int, str | None]]()
     oom_before, started = oom_kill_count(), time.monotonic()
-    running, roots = _start(processes, cwd, lines)
-    watch = JobWatch(roots, limits)
+    running: list[subprocess.Popen] = []
+    roots: list[psutil.Process] = []
     try:
+        with interrupts_held():
+            running, roots = _start(processes, cwd, lines)
+        watch = JobWatch(roots, limits)
         code = _follow(processes, running, lines, on_line, output, watch)
     finally:
         stop_tree(running, roots)

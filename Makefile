@@ -10,6 +10,10 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
+# pytest's parallel workers: most system tests wait (on servers, timeouts, outages) more than they compute
+TEST_WORKERS ?= 3
+# a module stays on one worker; the modules that use the test cluster share one (tests/parallel.py)
+PARALLEL = -n $(TEST_WORKERS)
 
 .PHONY: setup setup-test setup-services run sweep test test-fast lint ui serve services services-down stop repro clean
 
@@ -29,14 +33,14 @@ sweep: setup
 	$(PY) -m flows.sweep $(ARGS)
 
 test: setup-test
-	$(PY) -m pytest --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) --durations=15 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check flows tasks trainer tests benchmarks
 	$(VENV)/bin/mypy
 
 test-fast: setup-test
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
 	@$(PY) -m tasks ui-link --set tracking.ui_url=http://127.0.0.1:$(UI_PORT)

@@ -170,14 +170,15 @@ def home_lock(home: Path) -> Iterator[None]:
         yield
 
 
-def ensure_server(home: Path = HOME_DIR) -> tuple[ServerNote, bool]:
-    """The home's live server, started (replacing a stale one) when there is none; (it, whether it was started)."""
+def ensure_server(home: Path = HOME_DIR, port: int = DEFAULT_PORT) -> tuple[ServerNote, bool]:
+    """The home's live server, started (replacing a stale one) when there is none, on its previous port or else
+    `port` when free; (it, whether it was started)."""
     with home_lock(home):
         if note := live_server(home):
             return note, False
         stop_noted(home)
         previous = read_note(home)
-        port = choose_port(previous.port if previous else DEFAULT_PORT)
+        port = choose_port(previous.port if previous else port)
         process = spawn(home, port)
         note = ServerNote(process.pid, port, version("prefect"))
         (home / STATE_FILE_NAME).write_text(json.dumps(asdict(note)))

@@ -51,7 +51,9 @@ pg_bin() {
 db_user() {  # who runs PostgreSQL: this user, or an unprivileged one when this is root
   if [ "$(id -u)" != 0 ]; then id -un; return; fi
   id postgres >/dev/null 2>&1 && { echo postgres; return; }
-  id ringflow-db >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ringflow-db
+  # two `up`s at once (two checkouts): whichever adds the user second finds it there
+  id ringflow-db >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ringflow-db \
+    || id ringflow-db >/dev/null
   echo ringflow-db
 }
 

@@ -9,6 +9,8 @@ import pytest
 
 import trainer  # noqa: F401  (first: the tf-keras switch, before any TensorFlow import)
 
+# `make test` runs on parallel workers: which tests share a worker, in what order (tests/parallel.py)
+from tests.parallel import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401
 # the whole pipeline's run, once per session: tests/flows/test_pipeline.py and tests/tasks/versioning/test_dvc.py
 from tests.pipeline_run import pipeline_run  # noqa: F401
 
@@ -22,8 +24,9 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """PREFECT_API_URL of the test session's Prefect server, started once as a flow starts the local server
     (flows/local_server.py) and inherited by every process a test starts after it is asked for."""
     from flows.local_server import ensure_server, stop_server
+    from tests.helpers import free_port
     home = tmp_path_factory.mktemp("prefect-home")
-    note, _ = ensure_server(home)
+    note, _ = ensure_server(home, free_port())  # not 4200: parallel test sessions start one each
     os.environ["PREFECT_API_URL"] = note.api_url
     try:
         yield note.api_url
@@ -46,3 +49,4 @@ def digits_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("data") / "prepared"
     prepare(DataParams(), out)
     return out
+

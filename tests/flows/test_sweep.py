@@ -172,11 +172,11 @@ def test_a_bad_space_is_one_line_before_anything_starts(tmp_path: Path, prefect_
     assert not (repo / "data" / "prepared").exists()
 
 
-def ranks_left() -> list[str]:
-    """Training processes still running anywhere on this machine."""
+def ranks_left(repo: Path) -> list[str]:
+    """Training processes of the checkout still running on this machine (other tests may be training too)."""
     import subprocess
     listed = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout.splitlines()
-    return [line for line in listed if "-m trainer" in line]
+    return [line for line in listed if "-m trainer" in line and str(repo) in line]
 
 
 def test_a_tpe_sweep_over_a_half_bad_space_prunes(tmp_path: Path, prefect_api: str) -> None:
@@ -193,4 +193,4 @@ def test_a_tpe_sweep_over_a_half_bad_space_prunes(tmp_path: Path, prefect_api: s
     for found_run in pruned:
         epochs = client.get_metric_history(found_run.info.run_id, "val_accuracy")
         assert len(epochs) < 5  # stopped before its last epoch
-    assert not ranks_left()
+    assert not ranks_left(repo)

@@ -2,6 +2,7 @@
 none), a trial's values, and each epoch's metric reported as the epoch ends."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tasks.sweep.space import Range, SweepParams, field_annotation, grid
@@ -19,7 +20,7 @@ def make_study(sweep: SweepParams) -> Any:
     study = optuna.create_study(direction=sweep.direction, sampler=sampler, pruner=pruner)
     if sweep.method == "grid":  # each combination queued once, in order (Optuna's GridSampler stops the study
         for values in grid(sweep)[:trial_count(sweep)]:  # itself, which asking and telling do not allow)
-            study.enqueue_trial(values)
+            study.enqueue_trial({name: optuna_choice(value) for name, value in values.items()})
     return study
 
 
@@ -37,5 +38,12 @@ def suggest(trial: Any, sweep: SweepParams) -> dict[str, Any]:
         elif isinstance(entry, Range):
             chosen[name] = trial.suggest_float(name, entry.low, entry.high, log=entry.log)
         else:
-            chosen[name] = trial.suggest_categorical(name, entry)
+            by_choice = {optuna_choice(value): value for value in entry}
+            chosen[name] = by_choice[trial.suggest_categorical(name, list(by_choice))]
     return chosen
+
+
+def optuna_choice(value: Any) -> Any:
+    """A choice as Optuna holds it: a scalar as it is, a list (`input.augment_ops`) as its JSON text, which Optuna
+    can store, compare and chart (a list breaks its parallel-coordinates plot)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else json.dumps(value)

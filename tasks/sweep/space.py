@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields
+from tasks.passthrough import PASSTHROUGH_KEYS
 
 SWEPT_SECTIONS = ("train", "input")  # the data is prepared once for the whole sweep
 NOT_SWEPT = {"train.resume_from", "train.hosts", "train.hostfile", "train.scheduler", "train.scaling_np",
@@ -16,6 +17,9 @@ NOT_SWEPT = {"train.resume_from", "train.hosts", "train.hostfile", "train.schedu
 def field_annotation(name: str) -> Any:
     """The type of the parameter a space entry names; ParamsError for one a trial cannot change."""
     section, _, key = name.partition(".")
+    if name in PASSTHROUGH_KEYS:  # whoever starts a sweep could otherwise choose a command line (docs/security.md)
+        raise ParamsError(f"bad sweep space: {name} reaches a command line: it is never swept (set it in "
+                          "params.yaml)")
     if section not in SWEPT_SECTIONS or name in NOT_SWEPT or key not in section_fields(section):
         raise ParamsError(f"bad sweep space: {name!r} is not a parameter a trial can change "
                           f"(train.* or input.* of params.yaml, not {', '.join(sorted(NOT_SWEPT))})")

@@ -2,6 +2,9 @@
 median pruner stops a trial whose epochs fall below the finished trials' median."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from tasks.sweep.report import charts
 from tasks.sweep.search import make_study, suggest, trial_count
 from tasks.sweep.space import SweepParams
 
@@ -44,3 +47,18 @@ def test_the_median_pruner_stops_a_trial_below_the_finished_ones() -> None:
     assert not bad.should_prune()  # its first epoch: not yet
     bad.report(0.1, 1)
     assert bad.should_prune()
+
+
+def test_list_valued_choices_are_sampled_queued_in_a_grid_and_charted(tmp_path: Path) -> None:
+    ops = [["crop"], ["crop", "brightness"], []]
+    for method in ("random", "grid"):
+        sweep = SweepParams.model_validate({"method": method, "trials": 3, "space": {"input.augment_ops": ops}})
+        study, seen = make_study(sweep), []
+        for number in range(trial_count(sweep)):
+            trial = study.ask()
+            seen.append(suggest(trial, sweep)["input.augment_ops"])
+            study.tell(trial, 0.5 + number / 10)
+        assert all(choice in ops for choice in seen) and (method != "grid" or seen == ops)
+        (tmp_path / method).mkdir()
+        written = charts(study, tmp_path / method, "val_accuracy")  # a list once broke the parallel coordinates
+        assert all(path.read_bytes().startswith(b"\x89PNG") for path in written)

@@ -22,6 +22,11 @@ def test_the_default_space_and_a_mixed_one_are_good() -> None:
     ({"data.val_fraction": [0.1]}, "'data.val_fraction' is not a parameter a trial can change"),
     ({"train.resume_from": ["abc"]}, "'train.resume_from' is not a parameter a trial can change"),
     ({"train.np": [1, 2]}, "'train.np' is not a parameter a trial can change"),
+    # a pass-through value reaches a command line: whoever starts a sweep must not choose it (docs/security.md)
+    ({"train.horovodrun_args": [["--mpi-args=-x A=$(id>/tmp/proof)"]]},
+     "train.horovodrun_args reaches a command line: it is never swept"),
+    ({"train.elastic.discovery_script": ["/tmp/x.sh"]}, "train.elastic.discovery_script reaches a command line"),
+    ({"slurm.sbatch_args": [["--wrap=id"]]}, "slurm.sbatch_args reaches a command line"),
     ({"train.model": {"low": 1, "high": 2}}, "train.model is not a number parameter: give a list of choices"),
     ({"train.precision": {"low": 1, "high": 2}}, "train.precision is not a number parameter"),
     ({"train.batch_size": []}, "train.batch_size has no choices"),

@@ -49,6 +49,31 @@ class Section(BaseModel):
         words = literal_words(cls.model_fields[info.field_name].annotation) if info.field_name else ()
         return next((word for word in YAML11_BOOLEAN_WORDS[value] if word in words), value)
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_control_character(cls, value: Any) -> Any:
+        """No value holds a line break or another control character: values reach batch scripts, their comments
+        and command lines, where a newline would start a command of its own."""
+        if (found := control_character(value)) is not None:
+            raise ValueError(f"holds a control character ({found!r}), which no value may (it reaches scripts and "
+                             "command lines)")
+        return value
+
+
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def control_character(value: Any) -> str | None:
+    """The first control character in a value's text (nested lists and mappings too), else None."""
+    if isinstance(value, str):
+        found = CONTROL_CHARACTER.search(value)
+        return found.group() if found else None
+    if isinstance(value, (list, tuple)):
+        return next((found for item in value if (found := control_character(item)) is not None), None)
+    if isinstance(value, dict):
+        return control_character([*value.keys(), *value.values()])
+    return None  # a number, a flag, or a nested section (which checks its own fields)
+
 
 class InputParams(Section):
     """The trainer's input pipeline."""

@@ -18,6 +18,7 @@ from tasks.launch.slurm.commands import MPI_PLUGINS
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
+from trainer.config import CONTROL_CHARACTER
 from trainer.protocol import HEARTBEAT_ENV, RANK_SECRETS_ENV
 from trainer.slurm_cluster import PORTS_DIR_ENV
 
@@ -102,6 +103,12 @@ fi
 exit "$code\""""
 
 
+def comment(text: str) -> str:
+    """A comment line whatever the text holds (params refuse control characters; this holds even without them):
+    a control character is written as its escape, so no value can end the line and start a command."""
+    return "# " + CONTROL_CHARACTER.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
 def batch_script(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
                  job_dir: Path) -> str:
     """The whole batch script of the job whose processes read `config_file`; its output goes to `job_dir`."""
@@ -111,8 +118,8 @@ def batch_script(params: Params, controller: str | None, config_file: Path, env:
     lines = ["#!/bin/bash",
              f"# ringflow: a {params.train.backend} training job of {params.train.np} ranks "
              f"({params.slurm.nodes} nodes x {params.slurm.tasks_per_node}), written by the train step.",
-             f"# Submitted with: sbatch --parsable {shlex.join(params.slurm.sbatch_args)} {job_dir / SCRIPT_NAME}"
-             .replace("  ", " "),
+             comment(f"Submitted with: sbatch --parsable {shlex.join(params.slurm.sbatch_args)} "
+                     f"{job_dir / SCRIPT_NAME}".replace("  ", " ")),
              *[f"#SBATCH {option}" for option in sbatch_options(params, job_dir)],
              "set -u", f"cd {shlex.quote(str(ROOT))}", *exports,
              NOTICE_TRAP % ("TERM" if gloo else "USR1"),  # srun passes USR1 on to every task; horovodrun stops on TERM

@@ -87,3 +87,16 @@ def test_a_one_process_backend_runs_on_one_node() -> None:
     params = slurm_job(**{"train.backend": "mirrored", "slurm.nodes": 1, "slurm.tasks_per_node": 1})
     assert unsupported(params) is None
     assert "--nodes=1 --ntasks=1 " in batch_script(params, None, CONFIG, {}, JOB_DIR)
+
+
+def test_no_value_can_end_the_submitted_with_comment_and_start_a_command() -> None:
+    """A newline in slurm.sbatch_args once ended the `# Submitted with:` comment and started a command line: params
+    refuse it in one line, and the comment escapes it even in params that were never validated."""
+    with pytest.raises(ValueError) as refused:
+        slurm_job(**{"slurm.sbatch_args": ["--comment=x\ntouch /tmp/proof"]})
+    assert str(refused.value).startswith("bad parameter slurm.sbatch_args: holds a control character ('\\n')")
+    unchecked = slurm_job().model_copy(update={"slurm": slurm_job().slurm.model_copy(
+        update={"sbatch_args": ["--comment=x\ntouch /tmp/proof"]})})
+    script = batch_script(unchecked, "mpi", CONFIG, {}, JOB_DIR)
+    assert not any(line.startswith("touch") for line in script.splitlines())
+    assert "'--comment=x\\ntouch /tmp/proof'" in script.splitlines()[2]

@@ -52,6 +52,12 @@ CONF
   echo "PartitionName=debug Nodes=$(seq -s, -f 'h%g' "$2") Default=YES MaxTime=INFINITE State=UP"
 }
 
+make_munge_key() {  # the hosts' shared key: readable by munge alone, from its first byte (made under umask 077)
+  rm -f "$SLURM_DIR/munge.key"
+  (umask 077 && head -c 1024 /dev/urandom > "$SLURM_DIR/munge.key")
+  chown munge:munge "$SLURM_DIR/munge.key" && chmod 0400 "$SLURM_DIR/munge.key"
+}
+
 start_munged() {  # $1: host name (head, h1, ...); then the command that enters its namespaces (none for head)
   local name="$1"; shift
   mkdir -p "$SLURM_DIR/munge/$name" && chown munge:munge "$SLURM_DIR/munge/$name"
@@ -71,8 +77,7 @@ slurm_up() {  # $1: the host count; after the hosts are up
   fi
   mkdir -p "$SLURM_DIR"/{state,log,run,spool} "$SLURM_DIR/munge"
   chown munge:munge "$SLURM_DIR/log"
-  head -c 1024 /dev/urandom > "$SLURM_DIR/munge.key"
-  chown munge:munge "$SLURM_DIR/munge.key" && chmod 0400 "$SLURM_DIR/munge.key"
+  make_munge_key
   for name in head $(seq -f 'h%g' "$count"); do
     mkdir -p "$SLURM_DIR/etc/$name" "$SLURM_DIR/tmp/$name"
     slurm_conf "$name" "$count" > "$SLURM_DIR/etc/$name/slurm.conf"
@@ -100,12 +105,17 @@ wait_for_nodes() {  # $1: the host count; every node idle in the debug partition
   die "the Slurm nodes did not come up (sinfo: $(sinfo -h -o '%T %N' 2>&1 | tr '\n' ' '); see $SLURM_DIR/log)"
 }
 
-slurm_down() {  # the daemons on this machine (those in the hosts' namespaces go with their processes)
-  local pid_file
-  for pid_file in "$SLURM_DIR/run/slurmctld.pid" "$SLURM_DIR"/munge/*/munged.pid; do
-    [ -f "$pid_file" ] && kill -KILL "$(cat "$pid_file")" 2>/dev/null || true
+names_slurm_dir() {  # $1: a pid; whether that process is one of ours (its command line names our files)
+  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' < "/proc/$1/cmdline" | grep -qF "$SLURM_DIR/"
+}
+
+slurm_down() {  # the daemons by their pid files, each only if it is still ours (those on the hosts go with them)
+  local pid_file pid
+  for pid_file in "$SLURM_DIR"/run/*.pid "$SLURM_DIR"/munge/*/munged.pid; do
+    [ -f "$pid_file" ] || continue
+    pid="$(cat "$pid_file")"
+    names_slurm_dir "$pid" && kill -KILL "$pid" 2>/dev/null
   done
-  pkill -KILL -f "$SLURM_DIR" 2>/dev/null || true  # anything that named its files (a daemon without a pid file)
   [ -f "$SLURM_CONF_FILE" ] && grep -q "^$SLURM_CONF_MARK" "$SLURM_CONF_FILE" && rm -f "$SLURM_CONF_FILE"
   return 0
 }

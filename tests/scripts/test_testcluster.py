@@ -74,10 +74,28 @@ def test_up_with_slurm_then_down_leaves_no_daemon_and_no_slurm_conf(ssh_config: 
     nodes = subprocess.run(["sinfo", "-h", "-o", "%P %T %N"], capture_output=True, text=True)  # /etc/slurm's
     assert nodes.stdout.split() == ["debug*", "idle", "h1"], nodes.stdout + nodes.stderr
     assert subprocess.run(["srun", "-N1", "hostname"], capture_output=True, text=True).stdout.strip() == "h1"
-    assert run_script("down").returncode == 0
+    # a process of someone else's that names the cluster's files: `down` stops its daemons by their pid files only
+    bystander = subprocess.Popen(["bash", "-c", "sleep 600", f"{STATE}/slurm/bystander"])
+    try:
+        assert run_script("down").returncode == 0
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
     namespaces, daemons = cluster_state()
     assert "rf-h" not in namespaces and not daemons and not STATE.exists()
     assert not Path("/etc/slurm/slurm.conf").exists()
+
+
+def test_the_munge_key_is_never_readable_by_others(tmp_path: Path) -> None:
+    """Its mode as it is handed to munge (the moment before its chmod) and after: owner only."""
+    script = f"""STATE={tmp_path}; source {SCRIPT.parent / 'testcluster_slurm.sh'}; mkdir -p "$SLURM_DIR"
+chown() {{ stat -c %a "$SLURM_DIR/munge.key" > {tmp_path}/mode-at-chown; command chown "$@"; }}
+make_munge_key"""
+    made = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "mode-at-chown").read_text().strip() == "600"
+    assert oct((tmp_path / "slurm" / "munge.key").stat().st_mode & 0o777) == "0o400"
 
 
 def test_slurm_needs_the_shared_filesystem() -> None:

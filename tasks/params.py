@@ -155,8 +155,8 @@ Entry = Union[Range, Choices]
 class SweepParams(Section):
     """The `sweep:` section: how trials are picked, how many, how many at once, what is optimized, the space."""
     method: Literal["grid", "random", "tpe"] = "tpe"
-    trials: int = Field(8, ge=1)
-    parallel: int = Field(2, ge=1)  # trials at once
+    trials: int = Field(8, ge=1, le=1000)  # bounded: a deployment run's overrides may set it
+    parallel: int = Field(2, ge=1, le=64)  # trials at once
     metric: str = "val_accuracy"  # an epoch metric the trials report
     direction: Literal["maximize", "minimize"] = "maximize"
     pruner: Literal["median", "none"] = "median"  # Optuna's median pruner stops a trial below its peers' median

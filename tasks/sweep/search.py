@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tasks.sweep.space import Range, SweepParams, field_annotation, grid
+from tasks.sweep.space import Range, SweepParams, field_annotation, grid, grid_size
 
 
 def make_study(sweep: SweepParams) -> Any:
@@ -19,14 +19,14 @@ def make_study(sweep: SweepParams) -> Any:
         if sweep.pruner == "median" else optuna.pruners.NopPruner()
     study = optuna.create_study(direction=sweep.direction, sampler=sampler, pruner=pruner)
     if sweep.method == "grid":  # each combination queued once, in order (Optuna's GridSampler stops the study
-        for values in grid(sweep)[:trial_count(sweep)]:  # itself, which asking and telling do not allow)
+        for values in grid(sweep, trial_count(sweep)):  # itself, which asking and telling do not allow)
             study.enqueue_trial({name: optuna_choice(value) for name, value in values.items()})
     return study
 
 
 def trial_count(sweep: SweepParams) -> int:
     """How many trials the sweep runs: `trials`, or fewer when a grid has fewer combinations."""
-    return min(sweep.trials, len(grid(sweep))) if sweep.method == "grid" else sweep.trials
+    return min(sweep.trials, grid_size(sweep)) if sweep.method == "grid" else sweep.trials
 
 
 def suggest(trial: Any, sweep: SweepParams) -> dict[str, Any]:

@@ -4,11 +4,14 @@ is a valid value of that parameter. One line names the first problem."""
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields
 from tasks.passthrough import PASSTHROUGH_KEYS
 
+MAX_CHOICES = 1000  # choices of one parameter
+MAX_GRID = 10_000  # combinations a grid may have (a deployment run's overrides give the space: bounded)
 SWEPT_SECTIONS = ("train", "input")  # the data is prepared once for the whole sweep
 NOT_SWEPT = {"train.resume_from", "train.hosts", "train.hostfile", "train.scheduler", "train.scaling_np",
              "train.np", "train.backend", "train.elastic"}  # where and how a trial runs: the sweep's, not a trial's
@@ -39,6 +42,8 @@ def check_entry(base: Params, name: str, entry: Entry) -> None:
     else:
         if not entry:
             raise ParamsError(f"bad sweep space: {name} has no choices")
+        if len(entry) > MAX_CHOICES:
+            raise ParamsError(f"bad sweep space: {name} has {len(entry)} choices, more than {MAX_CHOICES}")
         values = entry
     for value in values:
         with_value(base, {name: int(value) if annotation is int else value})
@@ -67,10 +72,19 @@ def check_space(base: Params, sweep: SweepParams) -> None:
         check_entry(base, name, entry)
     if sweep.method == "grid" and any(isinstance(entry, Range) for entry in sweep.space.values()):
         raise ParamsError("bad sweep space: method grid takes lists of choices, not ranges")
+    if sweep.method == "grid" and grid_size(sweep) > MAX_GRID:
+        raise ParamsError(f"bad sweep space: the grid has {grid_size(sweep)} combinations, more than {MAX_GRID}: "
+                          "give fewer choices, or method random or tpe with sweep.trials")
 
 
-def grid(sweep: SweepParams) -> list[dict[str, Any]]:
-    """Every combination of the choices (method grid), in order."""
+def grid(sweep: SweepParams, first: int | None = None) -> list[dict[str, Any]]:
+    """The combinations of the choices (method grid), in order: every one, or the first `first`."""
     names = list(sweep.space)
     choices = [sweep.space[name] for name in names]
-    return [dict(zip(names, combination)) for combination in itertools.product(*choices)]
+    combinations = itertools.islice(itertools.product(*choices), first)  # never more made than asked for
+    return [dict(zip(names, combination)) for combination in combinations]
+
+
+def grid_size(sweep: SweepParams) -> int:
+    """How many combinations the grid has (counted, not made)."""
+    return math.prod(len(entry) for entry in sweep.space.values() if not isinstance(entry, Range))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.params import Params, ParamsError
+from tasks.params import Params, ParamsError, load_params
 from tasks.sweep.space import Range, SweepParams, check_space, grid
 
 
@@ -59,3 +59,17 @@ def test_grid_takes_choices_only_and_lists_every_combination() -> None:
                            {"train.batch_size": 16, "train.model": "small_cnn"},
                            {"train.batch_size": 32, "train.model": "cnn"},
                            {"train.batch_size": 32, "train.model": "small_cnn"}]
+
+
+def test_a_sweep_is_bounded_however_its_space_and_count_are_given() -> None:
+    """A deployment run's overrides give the space and the trial count: a grid beyond 10,000 combinations, a
+    parameter with more than 1,000 choices, more than 1,000 trials or 64 at once are one line (no grid is made)."""
+    with pytest.raises(ParamsError) as refused:
+        checked({"train.batch_size": list(range(1, 201)), "train.epochs": list(range(1, 201))}, method="grid")
+    assert str(refused.value) == ("bad sweep space: the grid has 40000 combinations, more than 10000: give fewer "
+                                  "choices, or method random or tpe with sweep.trials")
+    with pytest.raises(ParamsError, match="train.batch_size has 1001 choices, more than 1000"):
+        checked({"train.batch_size": list(range(1, 1002))})
+    for setting in ({"sweep.trials": 1001}, {"sweep.parallel": 65}):
+        with pytest.raises(ParamsError, match="less than or equal to"):
+            load_params(setting)

@@ -7,7 +7,7 @@ Run directly:  python -m flows.sweep [--set sweep.trials=6 --set sweep.parallel=
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -65,6 +65,23 @@ def sweep_source() -> RunSource:
     return flow_source(FLOW_NAME if deployment else f"{FLOW_NAME} (sweep)", deployment)
 
 
+def trials_in_slots(submit: Callable[[], Any], count: int, at_once: int) -> list[Any]:
+    """`count` trials, never more than `at_once` submitted: the next one as one ends (not every future at once);
+    their outcomes by trial number."""
+    from prefect.futures import as_completed
+    pending: list[Any] = []
+    outcomes: list[Any] = []
+    submitted = 0
+    while submitted < count or pending:
+        while submitted < count and len(pending) < at_once:
+            pending.append(submit())
+            submitted += 1
+        ended = next(as_completed(pending))
+        pending.remove(ended)
+        outcomes.append(ended.result())
+    return sorted(outcomes, key=lambda outcome: outcome.number)
+
+
 def run_trials(params: Params, version: Any) -> tuple[Any, list[Any]]:
     """The sweep's run and its trials, `sweep.parallel` at a time; (the best trial, every outcome)."""
     from prefect.artifacts import create_table_artifact
@@ -84,8 +101,7 @@ def run_trials(params: Params, version: Any) -> tuple[Any, list[Any]]:
     parent = open_sweep_run(params, params.sweep, version, source)
     sweep = Sweep(params, params.sweep, study, pool, version, parent, source, log_line, parallel=at_once)
     with mlflow_store.failing_marks_run(parent):  # a sweep stopped half-way is not left RUNNING
-        futures = [trial_task.submit(sweep) for _ in range(trial_count(params.sweep))]
-        outcomes = [future.result() for future in futures]
+        outcomes = trials_in_slots(lambda: trial_task.submit(sweep), trial_count(params.sweep), at_once)
         best = close_sweep_run(parent, params.sweep, study, outcomes)
     create_table_artifact([outcome.row(params.sweep.metric) for outcome in outcomes], key="sweep-trials",
                           description=f"the trials of sweep run {parent}")

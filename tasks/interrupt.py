@@ -37,10 +37,9 @@ def interrupted() -> bool:
 def interrupts_held() -> Iterator[None]:
     """Ctrl-C held back while the block runs and raised when it ends: for starting processes, so that an interrupt
     never leaves one started but unknown to whoever stops them. What starts meanwhile keeps SIGINT blocked (a
-    process inherits the mask): the terminal's Ctrl-C then reaches the one process that stops them all."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    process inherits the mask): the terminal's Ctrl-C then reaches the one process that stops them all. In another
+    thread (a sweep's trial) only the started processes' mask matters: the main thread still takes the interrupt,
+    and the thread that follows the job sees interrupted() and stops it."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

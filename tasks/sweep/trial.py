@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from tasks import steps
 from tasks.errors import is_bad_input, sentence
+from tasks.interrupt import interrupted
 from tasks.launch.hostlist import host_slots, listed
 from tasks.params import Params
 from tasks.sweep.pruning import EpochReporter, TrialPruned
@@ -110,7 +111,7 @@ def train_trial(sweep: Sweep, trial: Any, params: Params, run_id: str, check: An
         except TrialPruned:
             raise
         except Exception as error:  # a retryable failure gets one more try; the rest end the trial
-            if attempt == 2 or is_bad_input(error) or not getattr(error, "retryable", True):
+            if attempt == 2 or interrupted() or is_bad_input(error) or not getattr(error, "retryable", True):
                 raise
             sweep.on_line(f"trial {trial.number}: {sentence(error)}; trying again from its last checkpoint")
     raise AssertionError("unreachable")
@@ -119,6 +120,8 @@ def train_trial(sweep: Sweep, trial: Any, params: Params, run_id: str, check: An
 def run_trial(sweep: Sweep) -> TrialOutcome:
     """Ask the study for a trial, wait for its slots, train it, tell the study how it ended."""
     with sweep.at_once:  # asked only when it starts: TPE learns from every trial ended before
+        if interrupted():  # Ctrl-C: no trial starts after it
+            raise KeyboardInterrupt
         placed = sweep.pool.take(sweep.base.train.np)
         try:
             return asked_trial(sweep, placed)
@@ -141,7 +144,9 @@ def asked_trial(sweep: Sweep, placed: dict[str, int]) -> TrialOutcome:
     except TrialPruned as pruned:
         sweep.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         return ended(sweep, trial.number, run_id, values, "pruned", str(pruned), started, pruned.epoch)
-    except Exception as error:  # bad input or a failure after its retry: the sweep goes on
+    except Exception as error:  # bad input or a failure after its retry: the sweep goes on (not after Ctrl-C)
+        if interrupted():
+            raise KeyboardInterrupt from error
         sweep.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         run_id = run_id or unlaunched_run(sweep, params, trial.number)
         return ended(sweep, trial.number, run_id, values, "failed", sentence(error), started, 0)

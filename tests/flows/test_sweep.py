@@ -194,3 +194,81 @@ def test_a_tpe_sweep_over_a_half_bad_space_prunes(tmp_path: Path, prefect_api: s
         epochs = client.get_metric_history(found_run.info.run_id, "val_accuracy")
         assert len(epochs) < 5  # stopped before its last epoch
     assert not ranks_left(repo)
+
+
+def test_ctrl_c_during_a_sweep_ends_every_trial_retries_none_and_is_one_line(tmp_path: Path,
+                                                                            prefect_api: str) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group, the sweep started with SIGINT ignored as CI may) while two
+    trials train: no trial is tried again or started after it, the sweep ends `error: interrupted ...`, exit 130,
+    its run FAILED, and no rank is left."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tasks.errors import INTERRUPTED
+    repo = copy_checkout(tmp_path / "checkout")
+    settings = ["sweep.method=random", "sweep.trials=4", "sweep.parallel=2", "sweep.pruner=none", "train.np=1",
+                "train.epochs=300", f"sweep.space={json.dumps(SPACE)}"]
+    job = subprocess.Popen([PYTHON, "-m", "flows.sweep", *[f"--set={item}" for item in settings]], cwd=repo,
+                           env={**quiet_env(), "PREFECT_API_URL": prefect_api}, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert job.stdout is not None
+    said: list[str] = []
+    for line in job.stdout:
+        said.append(line)
+        if "epoch 2:" in line or "epoch 2/" in line:  # trials are training
+            break
+    time.sleep(1)
+    os.killpg(job.pid, signal.SIGINT)
+    text = "".join(said) + job.communicate(timeout=180)[0]
+    assert job.returncode == 130, text[-3000:]
+    assert text.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
+    launches = {line.split("launching: ", 1)[1] for line in text.splitlines() if "launching: " in line}
+    assert len(launches) <= 2 and "trying again" not in text, text[-3000:]  # no retry, no trial after it
+    (parent,) = [found for found in runs_of(repo) if found.data.tags.get("ringflow.kind") == "sweep"]
+    assert parent.info.status == "FAILED"
+    assert not ranks_left(repo)
+
+
+def test_trials_are_submitted_as_slots_free_up(prefect_api: str) -> None:
+    """A thousand-trial sweep does not make a thousand futures: each is submitted once fewer than `at_once` run
+    (Prefect's own task runner and futures, in this process); the outcomes come back by trial number."""
+    import threading
+    import time
+    from dataclasses import dataclass as record
+
+    from prefect import flow, task
+    from prefect.logging.handlers import APILogHandler
+
+    from flows.sweep import trials_in_slots
+
+    @record
+    class Ended:
+        number: int
+
+    lock, counts, waiting_at_submit = threading.Lock(), {"submitted": 0, "ended": 0}, []
+
+    @task
+    def trial(number: int) -> Ended:
+        time.sleep(0.3 if number % 2 else 0.1)  # they end out of order
+        with lock:
+            counts["ended"] += 1
+        return Ended(number)
+
+    def submit() -> object:
+        with lock:
+            waiting_at_submit.append(counts["submitted"] - counts["ended"])
+            counts["submitted"] += 1
+            number = counts["submitted"] - 1
+        return trial.submit(number)
+
+    @flow
+    def paced() -> list:
+        return trials_in_slots(submit, 7, 2)
+
+    outcomes = paced()
+    APILogHandler.flush()  # its logs sent now, while the session's server is up
+    assert [outcome.number for outcome in outcomes] == list(range(7))
+    assert max(waiting_at_submit) < 2 and len(waiting_at_submit) == 7

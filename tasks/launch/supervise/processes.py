@@ -90,6 +90,8 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
     while waiting and failed is None:
         if time.monotonic() - checked >= 1.0:  # about once a second, however much the job prints
             checked = time.monotonic()
+            if interrupted():  # Ctrl-C, seen by the main thread while this one follows a job (a sweep's trial)
+                return -1
             if watch.check(output.silence):
                 return -1
             failed = _failed_but_held_open(running, waiting, failed_at)

@@ -15,12 +15,17 @@ for d in yaml.safe_load(open("prefect.yaml"))["deployments"]:
 }
 
 deploy() {  # the local pool's deployments; with RINGFLOW_REPOSITORY (make services) the remote pool's too
-  local pool names
+  local pool names template
+  # the pools' template fixes the worker's command, environment and directory (no flow run chooses them)
+  "$BIN/python" -m flows.work_pools check prefect.yaml
+  template=$(mktemp)
+  "$BIN/python" -m flows.work_pools template "$template"
   for pool in "$POOL" ${RINGFLOW_REPOSITORY:+ringflow-remote}; do
-    "$BIN/prefect" work-pool create "$pool" --type process --overwrite > /dev/null
+    "$BIN/prefect" work-pool create "$pool" --type process --base-job-template "$template" --overwrite > /dev/null
     "$BIN/prefect" work-pool set-concurrency-limit "$pool" 1 > /dev/null
     names+=" $(deployments_on "$pool")"
   done
+  rm -f "$template"
   # shellcheck disable=SC2086
   "$BIN/prefect" --no-prompt deploy $names
 }

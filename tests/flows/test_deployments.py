@@ -249,6 +249,22 @@ def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained
     assert run_ids(served) == runs_before
 
 
+@pytest.mark.parametrize("variable", ['command="touch {proof}"', 'env={{"BASH_ENV": "{proof}"}}',
+                                      'working_dir="{proof}"'], ids=["command", "env", "working_dir"])
+def test_a_deployment_run_may_not_choose_what_the_worker_runs(served: Served, tmp_path: Path, variable: str) -> None:
+    """`--job-variable command=...` (or env, working_dir): Prefect's server refuses the flow run against the pool's
+    base job template (flows/work_pools.py) before it exists, and says which variable; the worker runs nothing."""
+    proof = tmp_path / "proof"
+    flow_runs_before = len(api_call(served.api, "/flow_runs/filter", {}))
+    done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--job-variable",
+                variable.format(proof=proof), "--watch"], served.repo, served.env, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "Additional properties are not allowed" in said, said[-3000:]
+    assert variable.split("=")[0] in said
+    time.sleep(2)  # what a worker would have started by now (it polls every second)
+    assert not proof.exists() and len(api_call(served.api, "/flow_runs/filter", {})) == flow_runs_before
+
+
 def trained_epochs(served: Served, run_id: str) -> list[int]:
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")

@@ -60,7 +60,22 @@ db_user() {  # who runs PostgreSQL: this user, or an unprivileged one when this 
 as_db_user() { if [ "$(id -u)" = 0 ]; then runuser -u "$DB_USER" -- "$@"; else "$@"; fi; }
 
 secret_file() {  # $1 path: a file only its owner reads, created so (never readable by others, even briefly)
-  (umask 077 && : > "$1")
+  (umask 077 && : > "$1") && chmod 600 "$1"  # a file made before with a looser mode is made private too
+}
+
+start_time() {  # $1 pid: when the process started (clock ticks since boot), empty when there is none
+  sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
+note_pid() {  # $1 pid, $2 file: the pid with its start time, so that no later process with that pid is taken for it
+  echo "$1 $(start_time "$1")" > "$2"
+}
+
+noted_pid() {  # $1 pid file: its pid while that process is still the one noted (after a reboot it is not), else ""
+  local pid started
+  read -r pid started < "$1" 2>/dev/null || return 0
+  [ -n "$pid" ] && [ -n "$started" ] && [ "$(start_time "$pid")" = "$started" ] && echo "$pid"
+  return 0
 }
 
 new_password() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32; }
@@ -68,6 +83,7 @@ new_password() { head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c
 write_secrets() {  # the passwords (and the MLflow app's CSRF key), each made once and kept with the data
   local name
   [ -f "$SH/secrets.env" ] || secret_file "$SH/secrets.env"
+  chmod 600 "$SH/secrets.env"  # every start, whatever mode it was given meanwhile
   for name in DB_PASSWORD MLFLOW_PASSWORD PREFECT_PASSWORD MLFLOW_SECRET_KEY; do
     grep -q "^$name=" "$SH/secrets.env" || printf '%s=%s\n' "$name" "$(new_password)" >> "$SH/secrets.env"
   done
@@ -113,7 +129,7 @@ start_postgres() {
 start_component() {  # $1 name, then the command: its own session (process group), its log, its pid file
   local name=$1; shift
   setsid "$@" > "$LOGS/$name.log" 2>&1 < /dev/null &
-  echo $! > "$RUN/$name.pid"
+  note_pid $! "$RUN/$name.pid"
   disown  # its end is watched through the pid file; bash need not report it
 }
 
@@ -121,7 +137,7 @@ wait_http() {  # $1 name, $2 URL: until it answers, or one line when the compone
   local name=$1 url=$2
   for _ in $(seq 360); do
     curl -s -o /dev/null "$url" && return
-    kill -0 "$(cat "$RUN/$name.pid")" 2>/dev/null || fail "the $name server exited; see $LOGS/$name.log"
+    [ -n "$(noted_pid "$RUN/$name.pid")" ] || fail "the $name server exited; see $LOGS/$name.log"
     sleep 0.5
   done
   fail "the $name server did not answer at $url in 3 minutes; see $LOGS/$name.log"
@@ -207,15 +223,18 @@ stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process gro
   # $1 seconds in all (each end noted in logs/stop.log)
   local seconds=$1 started=$SECONDS file pid left=() waiting
   shift
+  local -A group_of=()
   for file in "$@"; do
-    pid=$(cat "$file" 2>/dev/null) || continue
-    if kill -TERM -- "-$pid" 2>/dev/null; then left+=("$file"); else rm -f "$file"; fi
+    [ -f "$file" ] || continue
+    pid=$(noted_pid "$file")  # a pid file whose process is gone (or is another's now) is only removed
+    if [ -n "$pid" ] && kill -TERM -- "-$pid" 2>/dev/null; then left+=("$file"); group_of[$file]=$pid
+    else rm -f "$file"; fi
   done
   while [ ${#left[@]} -gt 0 ]; do
     waiting=()
     for file in "${left[@]}"; do
-      pid=$(cat "$file" 2>/dev/null) || pid=
-      if [ -z "$pid" ] || ! kill -0 -- "-$pid" 2>/dev/null; then
+      pid=${group_of[$file]}
+      if ! kill -0 -- "-$pid" 2>/dev/null; then
         echo "$(date -Is) $(basename "$file" .pid): stopped in $((SECONDS - started)) s" >> "$LOGS/stop.log"
       elif [ $((SECONDS - started)) -ge "$seconds" ]; then
         kill -KILL -- "-$pid" 2>/dev/null || true
@@ -253,7 +272,7 @@ watch_components() {  # until a signal: one line and a stop when a server dies
   while true; do
     for name in "${COMPONENTS[@]}"; do
       [ -f "$RUN/$name.paused" ] && continue  # stopped on purpose (services.sh stop NAME)
-      kill -0 "$(cat "$RUN/$name.pid" 2>/dev/null)" 2>/dev/null || fail "the $name process exited; see $LOGS/$name.log"
+      [ -n "$(noted_pid "$RUN/$name.pid")" ] || fail "the $name process exited; see $LOGS/$name.log"
     done
     sleep 2 & wait $! || true
   done
@@ -276,14 +295,16 @@ print_ready() {
 up() {
   [ -x "$BIN/mlflow" ] || fail "no environment in $ROOT/.venv: run make setup"
   PG_BIN=$(pg_bin); DB_USER=$(db_user)
-  mkdir -p "$SH" "$RUN" "$LOGS" && chmod 711 "$SH"
+  mkdir -p "$SH" "$RUN" "$LOGS" && chmod 711 "$SH" && chmod 700 "$RUN" "$LOGS"
+  # the artifacts the MLflow server keeps here: its user's alone (the team reaches them through the server)
+  [ -n "${SERVICES_ARTIFACTS:-}" ] || { mkdir -p "$SH/mlflow-artifacts" && chmod 700 "$SH/mlflow-artifacts"; }
   write_secrets
   init_database_cluster
   refuse_second_start
   trap 'stop_and_exit $?' EXIT  # a server died (or up failed)
   trap 'stop_and_exit 130' INT  # Ctrl-C
   trap 'stop_and_exit 0' TERM   # make services-down
-  echo $$ > "$RUN/services.pid"
+  note_pid $$ "$RUN/services.pid"
   start_postgres
   start_mlflow
   start_prefect
@@ -300,7 +321,7 @@ running() {  # $1 pid: a process that has not ended (one that ended and waits fo
 down() {
   PG_BIN=$(pg_bin); DB_USER=$(db_user)
   local pid
-  pid=$(cat "$RUN/services.pid" 2>/dev/null) || pid=
+  pid=$(noted_pid "$RUN/services.pid")
   if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
     for _ in $(seq 180); do running "$pid" || break; sleep 0.5; done
   fi
@@ -309,9 +330,13 @@ down() {
 }
 
 pause() {  # $1 mlflow | prefect, $2 --kill: one server stopped (killed) while the rest runs on, for maintenance
+  local pid
   [ -f "$RUN/$1.pid" ] || fail "no $1 server of $SH is running"
   touch "$RUN/$1.paused"
-  if [ "${2:-}" = --kill ]; then kill -KILL -- "-$(cat "$RUN/$1.pid")" 2>/dev/null || true; rm -f "$RUN/$1.pid"
+  if [ "${2:-}" = --kill ]; then
+    pid=$(noted_pid "$RUN/$1.pid")
+    [ -z "$pid" ] || kill -KILL -- "-$pid" 2>/dev/null || true
+    rm -f "$RUN/$1.pid"
   else stop_pid_groups 30 "$RUN/$1.pid"; fi
   say "$1 stopped"
 }

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.helpers import BIN, api_call, make_workspace, run, workspace_env
+from tests.helpers import BIN, ROOT, api_call, make_workspace, quiet_env, run, workspace_env
 from tests.scripts.services import RUN_ID, Services, started_services
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, whole pipelines
@@ -170,7 +170,8 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
     # SIGINT, so Ctrl-C reaches the stop only because `up` runs itself again with SIGINT's default action
     assert services.sigint_ignored
     before = services.psql("mlflow", "SELECT count(*) FROM runs")
-    groups = [int(path.read_text()) for path in (services.home / "run").glob("*.pid") if path.stem != "services"]
+    groups = [int(path.read_text().split()[0]) for path in (services.home / "run").glob("*.pid")
+              if path.stem != "services"]
     postgres = int((services.home / "postgres" / "data" / "postmaster.pid").read_text().split()[0])
     assert len(groups) == 3
     started = time.monotonic()
@@ -178,9 +179,33 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
     assert time.monotonic() - started < 60
     assert not [group for group in groups if alive(-group)]  # both servers and the worker, with their children
     assert not alive(postgres) and not (services.home / "postgres" / "data" / "postmaster.pid").exists()
+    for private in ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini"):  # loosened meanwhile, by anyone
+        (services.home / private).chmod(0o644)
     services.start()
     assert services.psql("mlflow", "SELECT count(*) FROM runs") == before
-    assert stat_mode(services.home / "client.env") == stat_mode(services.home / "secrets.env") == 0o600
+    for private in ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini"):
+        assert stat_mode(services.home / private) == 0o600, private  # made private again by the start
+    for folder in ("logs", "run", "mlflow-artifacts"):
+        assert stat_mode(services.home / folder) == 0o700, folder
+
+
+def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:
+    """Pid files left from before a reboot (or of the old format, a bare pid) that now name another process
+    group: `down` removes them and signals nothing."""
+    run_dir = tmp_path / "services" / "run"
+    run_dir.mkdir(parents=True)
+    bystander = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        for name in ("services", "mlflow", "prefect", "worker"):
+            (run_dir / f"{name}.pid").write_text(f"{bystander.pid}\n")
+        (run_dir / "mlflow.pid").write_text(f"{bystander.pid} 1\n")  # the pid, another process's start time
+        done = subprocess.run(["bash", "scripts/services.sh", "down"], cwd=ROOT, capture_output=True, text=True,
+                              env=quiet_env(SERVICES_HOME=str(tmp_path / "services")), timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert bystander.poll() is None and not list(run_dir.glob("*.pid"))
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def stat_mode(path: Path) -> int:

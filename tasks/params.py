@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
+from tasks.redaction import holds_credentials
 from trainer.config import InputParams, Section, TrainParams, literal_words
 
 DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
@@ -59,7 +60,6 @@ class DataParams(Section):
 
 
 TRACKING_SCHEMES = ("http://", "https://", "sqlite:///")
-URL_CREDENTIALS = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@")  # user:password@ in a URL
 
 
 class TrackingParams(Section):
@@ -75,7 +75,7 @@ class TrackingParams(Section):
             return value
         if not value.startswith(TRACKING_SCHEMES):
             raise ValueError(f"{value!r} is not an MLflow tracking URI: http(s)://host:port or sqlite:///path")
-        if URL_CREDENTIALS.match(value):
+        if holds_credentials(value):
             raise ValueError("holds credentials, which would be recorded with the run: give them as "
                              "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (make services writes them "
                              "into .services/client.env)")

@@ -1,22 +1,25 @@
 """What the processes of a training job inherit from this machine, the policy written once (docs/security.md):
 
 - An allow-list, not this machine's whole environment: the names in FORWARDED_NAMES and those starting with
-  FORWARDED_PREFIXES, never one that looks secret (SECRET_NAME). Horovod with Gloo writes every variable it is given
+  FORWARDED_PREFIXES, never one that looks secret (is_secret). Horovod with Gloo writes every variable it is given
   onto the ssh command line of its remote ranks, and a command line is readable by every user of a host (`ps`).
 - What rank 0's MLflow client needs (the tracking URI, which can hold `user:password@`, and the MLFLOW_* settings,
   tokens included) travels in a file of mode 0600 beside the job's configuration, named by RANK_SECRETS_ENV and
   removed when the job ends; only when rank 0 logs to the run itself (it shares this machine's filesystem).
-- Every command line the launcher prints or logs goes through redact().
+- Every command line the launcher prints or logs, and every line a rank prints, goes through redact()
+  (tasks/redaction.py).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from tasks.paths import ROOT
+from tasks.redaction import is_secret
 from tasks.tracking.mlflow_store import tracking_uri
 from trainer.protocol import RANK_SECRETS_ENV
 
@@ -27,17 +30,7 @@ FORWARDED_NAMES = frozenset({
     "SLURM_CONF",  # where the Slurm commands of a train.scheduler slurm job find the cluster
 })
 FORWARDED_PREFIXES = ("LC_", "TF_", "XLA_", "CUDA_", "NCCL_", "HOROVOD_", "GLOO_", "OMPI_", "PMIX_", "OMP_", "KMP_")
-SECRET_NAME = re.compile(r"SECRET|PASSW|TOKEN|CREDENTIAL|PRIVATE|(^|_)KEY(_|$)", re.IGNORECASE)
-URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):[^/@\s]*@", re.IGNORECASE)
-ASSIGNMENT = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>'[^']*'|\"[^\"]*\"|\S*)")
-HIDDEN = "***"
 SECRETS_FILE_NAME = ".rank-secrets.json"  # beside the job's configuration file
-
-
-def is_secret(name: str, value: str = "") -> bool:
-    """A variable that must never reach a command line or a log: its name says so, or its value holds a
-    URL's password."""
-    return bool(SECRET_NAME.search(name) or URL_PASSWORD.search(value))
 
 
 def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
@@ -52,13 +45,43 @@ def tracking_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return settings | {"MLFLOW_TRACKING_URI": tracking_uri()}
 
 
-def write_rank_secrets(job_dir: Path, values: Mapping[str, str]) -> Path:
-    """`values` as a JSON file only its owner can read, created so (never readable by others, even briefly)."""
+@contextmanager
+def held_rank_secrets(job_dir: Path, values: Mapping[str, str]) -> Iterator[Path]:
+    """`values` as a JSON file only its owner can read (created so: never readable by others, even briefly),
+    locked while the block runs (the job) and removed after it; a launcher killed meanwhile leaves it unlocked, and
+    the next launch removes it (remove_abandoned_secrets)."""
     path = job_dir / SECRETS_FILE_NAME
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump(dict(values), handle)
-    return path
+    writing = job_dir / f"{SECRETS_FILE_NAME}.new"  # locked before it has its name: no one finds it unlocked
+    descriptor = os.open(writing, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.write(descriptor, json.dumps(dict(values)).encode())
+        os.replace(writing, path)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        writing.unlink(missing_ok=True)
+        os.close(descriptor)
+
+
+def remove_abandoned_secrets(folders: list[Path]) -> list[Path]:
+    """The secrets files in the job directories in these folders (a run's folder holds its jobs' directories) that no live launcher holds (it was killed
+    before it could remove them): removed; the ones removed."""
+    removed = []
+    for path in sorted({found for folder in folders for found in folder.glob(f"*/{SECRETS_FILE_NAME}")}):
+        try:
+            descriptor = os.open(path, os.O_RDONLY)
+        except OSError:  # removed meanwhile
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        except BlockingIOError:  # its launcher is running
+            pass
+        finally:
+            os.close(descriptor)
+    return removed
 
 
 def rank_environment(run_id: str | None = None, secrets_file: Path | None = None) -> dict[str, str]:
@@ -75,7 +98,3 @@ def rank_environment(run_id: str | None = None, secrets_file: Path | None = None
     return env
 
 
-def redact(text: str) -> str:
-    """`text` with every URL's password and every secret variable's value hidden (for what is printed or logged)."""
-    text = URL_PASSWORD.sub(lambda match: f"{match['scheme']}{match['user']}:{HIDDEN}@", text)
-    return ASSIGNMENT.sub(lambda match: f"{match['name']}={HIDDEN}" if is_secret(match["name"]) else match[0], text)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import os
 import shlex
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from tasks.atomic import atomic_dir
-from tasks.launch.environment import rank_environment, redact, tracking_environment, write_rank_secrets
+from tasks.launch.environment import (
+    held_rank_secrets,
+    rank_environment,
+    remove_abandoned_secrets,
+    tracking_environment,
+)
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, trained_already, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
@@ -25,6 +31,7 @@ from tasks.launch.slurm.states import parse_submitted
 from tasks.launch.supervise.processes import JobLimits, Process, run_processes
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
+from tasks.redaction import redact
 from tasks.tracking import mlflow_store
 from trainer.config import JobSpec
 from trainer.model_io import read_train_summary
@@ -96,10 +103,17 @@ def noting_scheduler_jobs(run_id: str | None, on_line: Callable[[str], None]) ->
     return handle
 
 
-def rank_secrets(config_file: Path, run_id: str | None) -> Path | None:
-    """The file of what rank 0's MLflow client needs, beside the job's configuration, when it logs to the run
-    itself (None: it prints its metrics for the launcher and needs no tracking settings)."""
-    return write_rank_secrets(config_file.parent, tracking_environment(os.environ)) if run_id else None
+@contextmanager
+def rank_secrets(config_file: Path, run_id: str | None) -> Iterator[Path | None]:
+    """The file of what rank 0's MLflow client needs, beside the job's configuration, while the job runs, when it
+    logs to the run itself (None: it prints its metrics for the launcher and needs no tracking settings). One a
+    killed launcher left, in this run's folder or any run's of the workspace, is removed first."""
+    remove_abandoned_secrets([config_file.parent.parent, *(OUTPUTS_DIR / "runs").glob("*")])
+    if run_id is None:
+        yield None
+        return
+    with held_rank_secrets(config_file.parent, tracking_environment(os.environ)) as path:
+        yield path
 
 
 def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
@@ -107,8 +121,7 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
     """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
     start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
     direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
-    secrets_file = rank_secrets(config_file, direct_run_id)
-    try:
+    with rank_secrets(config_file, direct_run_id) as secrets_file:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = pick_ports(port_hosts(params))  # on the host that listens on each
             env = rank_environment(direct_run_id, secrets_file)
@@ -126,9 +139,6 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
                 on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
             finally:
                 relay.close()
-    finally:
-        if secrets_file:
-            secrets_file.unlink(missing_ok=True)
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,

@@ -8,11 +8,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tasks.launch.environment import rank_environment, redact
+from tasks.launch.environment import rank_environment
 from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.supervise.processes import Process
 from tasks.launch.supervise.watch import JobLimits
 from tasks.params import Params
+from tasks.redaction import redact
 from trainer.backends.registry import backend_spec
 from trainer.protocol import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from tasks.params import URL_CREDENTIALS
 from tasks.paths import MLRUNS_DIR
+from tasks.redaction import hide_url_credentials
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training (its kind selector shows it)
@@ -37,7 +37,7 @@ def use_tracking_uri(uri: str | None) -> None:
 
 def shown(uri: str) -> str:
     """A URI as a line may show it: its password left out."""
-    return URL_CREDENTIALS.sub(lambda found: found[1] + "***@", uri)
+    return hide_url_credentials(uri)
 
 
 def is_server(uri: str) -> bool:

@@ -22,8 +22,9 @@ def slurm(command: list[str], timeout: float = COMMAND_SECONDS, check: bool = Tr
         raise SlurmError(f"{command[0]} is not on PATH: this machine is not a Slurm head or login node")
     try:
         # in a session of its own: a second Ctrl-C in the terminal does not end the scancel the first one started
+        # umask 077: sbatch hands its umask to the job (SLURM_UMASK), whose slurm-<id>.out then only its user reads
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
+                              start_new_session=True, umask=0o077)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{command[0]} did not answer in {timeout:.0f} s (is slurmctld up?)") from None
     if check and done.returncode != 0:

@@ -22,6 +22,7 @@ from tasks.launch.output.diagnosis import (
     oom_kill_count,
 )
 from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tree
+from tasks.redaction import redact
 
 __all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
 NO_LIMITS = JobLimits()  # frozen: one shared default
@@ -43,7 +44,7 @@ class Process:
 def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue.Queue) -> None:
     assert process.stdout is not None  # started with stdout=PIPE
     for raw in process.stdout:
-        text = horovodrun_line(raw.rstrip("\n"))
+        text = redact(horovodrun_line(raw.rstrip("\n")))  # a rank's line may quote a URL with its password
         lines.put((index, f"[{label}]<stdout>:{text}" if label is not None else text))
     process.wait()
     lines.put((index, None))  # this process has ended and all its lines are in

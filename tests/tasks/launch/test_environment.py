@@ -11,13 +11,13 @@ import pytest
 
 from tasks.launch.environment import (
     forwarded,
-    is_secret,
+    held_rank_secrets,
     rank_environment,
-    redact,
+    remove_abandoned_secrets,
     tracking_environment,
-    write_rank_secrets,
 )
 from tasks.paths import MLRUNS_DIR, ROOT
+from tasks.redaction import is_secret, redact
 from trainer.metrics_sink import load_tracking_settings
 from trainer.protocol import RANK_SECRETS_ENV
 
@@ -94,15 +94,41 @@ def test_the_settings_file_is_its_owner_s_alone_and_rank_0_reads_it(monkeypatch:
                                                                     tmp_path: Path) -> None:
     os.umask(old := os.umask(0))  # the most permissive umask: the file must still be private
     try:
-        path = write_rank_secrets(tmp_path, {"MLFLOW_TRACKING_URI": PASSWORD_URI})
+        with held_rank_secrets(tmp_path, {"MLFLOW_TRACKING_URI": PASSWORD_URI}) as path:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            monkeypatch.setenv(RANK_SECRETS_ENV, str(path))
+            monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # recorded: the test's end puts it back
+            monkeypatch.delenv("MLFLOW_TRACKING_URI")
+            load_tracking_settings()
+            assert os.environ["MLFLOW_TRACKING_URI"] == PASSWORD_URI
+            assert remove_abandoned_secrets([tmp_path.parent]) == [] and path.exists()  # held by its launcher
     finally:
         os.umask(old)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    monkeypatch.setenv(RANK_SECRETS_ENV, str(path))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # recorded, so the test's end puts it back
-    monkeypatch.delenv("MLFLOW_TRACKING_URI")
-    load_tracking_settings()
-    assert os.environ["MLFLOW_TRACKING_URI"] == PASSWORD_URI
+    assert not path.exists()
+
+
+def test_a_secrets_file_a_killed_launcher_left_is_removed_at_the_next_launch(tmp_path: Path) -> None:
+    """SIGKILL of the launcher while its job runs: the file stays, unlocked; the next launch removes it."""
+    import signal
+    import subprocess
+    import sys
+    job_dir = tmp_path / "runs" / "abc" / ".model.tmp-1"
+    job_dir.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+from pathlib import Path
+import time
+from tasks.launch.environment import held_rank_secrets
+with held_rank_secrets(Path({str(job_dir)!r}), {{"MLFLOW_TRACKING_URI": {PASSWORD_URI!r}}}):
+    print("held", flush=True)
+    time.sleep(600)
+"""], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    left = job_dir / ".rank-secrets.json"
+    assert remove_abandoned_secrets([job_dir.parent]) == [] and left.exists()  # its launcher runs
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert left.exists()
+    assert remove_abandoned_secrets([job_dir.parent]) == [left] and not left.exists()
 
 
 @pytest.mark.parametrize(("text", "shown"), [
@@ -111,6 +137,10 @@ def test_the_settings_file_is_its_owner_s_alone_and_rank_0_reads_it(monkeypatch:
     ("env AWS_SECRET_ACCESS_KEY=s3cr3t PGPASSWORD='a b' HOME=/h run", "env AWS_SECRET_ACCESS_KEY=*** PGPASSWORD=*** "
                                                                      "HOME=/h run"),
     ("horovodrun -np 2 python -m trainer", "horovodrun -np 2 python -m trainer"),
+    # a rank's own line (MLflow's error quoting its tracking URI), and a bare user that may be a token
+    ("[1,0]<stdout>:mlflow.exceptions: API request to http://ringflow:hunter2@host:5000/api failed",
+     "[1,0]<stdout>:mlflow.exceptions: API request to http://ringflow:***@host:5000/api failed"),
+    ("https://ghp_t0ken@github.example/x", "https://***@github.example/x"),
 ])
 def test_printed_commands_hide_credentials(text: str, shown: str) -> None:
     assert redact(text) == shown

@@ -71,6 +71,7 @@ def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tm
     assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["slurm.job_id"] == job_id
     assert len(client.get_metric_history(run_id, "loss")) == 4
     log = (job_files / f"slurm-{job_id}.out").read_text()
+    assert (job_files / f"slurm-{job_id}.out").stat().st_mode & 0o777 == 0o600  # the ranks' lines: the user's only
     assert_two_node_training(re.sub(r"^\s*(\d+): ", r"[\1]<stdout>:", log, flags=re.M).splitlines())
 
 

@@ -56,7 +56,7 @@ def test_a_server_that_does_not_answer_is_one_line_naming_the_parameter(monkeypa
     with pytest.raises(ParamsError, match=rf"^tracking.uri {uri}: no MLflow server answers there \(.*refused.*\)$"):
         use_tracking(TrackingParams(uri=uri))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri.replace("//", "//ringflow:hunter2@"))
-    assert check_tracking(None, "ringflow").startswith(f"MLFLOW_TRACKING_URI {uri.replace('//', '//***@')}: no "
+    assert check_tracking(None, "ringflow").startswith(f"MLFLOW_TRACKING_URI {uri.replace('//', '//ringflow:***@')}: no "
                                                        "MLflow server answers there")
 
 
@@ -70,7 +70,7 @@ def test_a_server_that_is_not_mlflow_or_wants_credentials(not_mlflow: str, locke
                                                   "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
     with_password = locked.replace("//", "//ringflow:hunter2@")  # as MLFLOW_TRACKING_URI may give them
     monkeypatch.setenv("MLFLOW_TRACKING_URI", with_password)
-    assert check_tracking(None, "x").startswith(f"MLFLOW_TRACKING_URI {locked.replace('//', '//***@')}: refused "
+    assert check_tracking(None, "x").startswith(f"MLFLOW_TRACKING_URI {locked.replace('//', '//ringflow:***@')}: refused "
                                                 "the credentials given (HTTP 401)")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")

@@ -191,6 +191,7 @@ write_client_env() {  # what a shell, a checkout or a worker needs to use the se
   secret_file "$SH/client.env"
   {
     echo "export MLFLOW_TRACKING_URI=http://$HOST:$MLFLOW_PORT"
+    echo "export RINGFLOW_CREDENTIALS_FOR=http://$HOST:$MLFLOW_PORT"  # the credentials below go to no other server
     echo "export PREFECT_API_URL=http://$HOST:$PREFECT_PORT/api"
     if secured; then
       echo "export MLFLOW_TRACKING_USERNAME=$DB_ROLE MLFLOW_TRACKING_PASSWORD=$MLFLOW_PASSWORD"
@@ -286,6 +287,8 @@ print_ready() {
     "scripts/remote_worker.sh CLIENT_ENV"
   if secured; then
     echo "authentication is on (user $DB_ROLE); the credentials are in $SH/client.env (mode 0600)"
+    echo "warning: basic authentication over plain HTTP: anyone on the network path to $HOST reads the password;" \
+      "put TLS in front (a reverse proxy, docs/team.md)"
   fi
   echo "point a shell at them:  . $SH/client.env"
   echo "run:  $BIN/prefect deployment run 'training-pipeline/train' --param epochs=3 --watch"

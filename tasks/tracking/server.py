@@ -9,7 +9,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tasks.params import ParamsError, TrackingParams
 from tasks.tracking.mlflow_store import is_server, shown, tracking_uri, use_tracking_uri
@@ -89,10 +89,37 @@ def retries_for(seconds: float) -> int:
     return retries
 
 
-def use_tracking(tracking: TrackingParams) -> None:
+CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+CREDENTIALS_FOR = "RINGFLOW_CREDENTIALS_FOR"  # the server the environment's credentials were issued for
+
+
+def origin(uri: str) -> str:
+    """scheme://host:port of a URL, its port made explicit and its host lowercased."""
+    parts = urllib.parse.urlsplit(uri)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def credentials_kept_for(uri: str, environ: dict[str, str] | os._Environ) -> str | None:
+    """The environment's MLflow credentials go only to the server they were issued for (RINGFLOW_CREDENTIALS_FOR,
+    which make services' client.env names, else the environment's own MLFLOW_TRACKING_URI): for a tracking URI
+    on another server they are taken out of the environment; one line saying so, else None."""
+    issued_for = environ.get(CREDENTIALS_FOR) or environ.get("MLFLOW_TRACKING_URI")
+    given = [name for name in CREDENTIAL_VARIABLES if environ.get(name)]
+    if not given or not issued_for or not is_server(uri) or origin(uri) == origin(issued_for):
+        return None
+    for name in given:
+        environ.pop(name)
+    return (f"tracking.uri {shown(uri)}: this environment's MLflow credentials ({', '.join(given)}) are for "
+            f"{shown(issued_for)}, not sent to another server")
+
+
+def use_tracking(tracking: TrackingParams, warn: Callable[[str], None] = print) -> None:
     """This process (and what it starts) tracks where the run's params say, retrying a server that does not answer
     for tracking.retry_minutes (unless MLFLOW_HTTP_REQUEST_MAX_RETRIES says otherwise); a server that cannot be used
-    stops it here, in one line, before anything starts."""
+    stops it here, in one line, before anything starts. Credentials are sent only to their own server."""
+    if tracking.uri and (said := credentials_kept_for(tracking.uri, os.environ)):
+        warn(f"warning: {said}")
     use_tracking_uri(tracking.uri)
     if is_server(tracking_uri()):
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(retries_for(tracking.retry_minutes * 60)))

@@ -3,21 +3,32 @@ credentials this shell does not give; nothing for the embedded store."""
 from __future__ import annotations
 
 import http.server
+import os
 import threading
 from typing import Iterator
 
 import pytest
 
 from tasks.params import ParamsError, TrackingParams
-from tasks.tracking.server import check_tracking, credentials_header, retries_for, use_tracking, without_credentials
+from tasks.tracking.server import (
+    check_tracking,
+    credentials_header,
+    credentials_kept_for,
+    retries_for,
+    use_tracking,
+    without_credentials,
+)
 from tests.helpers import free_port
 
 
-def answering(status: int, body: bytes) -> Iterator[str]:
-    """A plain HTTP server that answers every GET with `status` (no MLflow: what a wrong URL reaches)."""
+def answering(status: int, body: bytes, seen: list[str | None] | None = None) -> Iterator[str]:
+    """A plain HTTP server that answers every GET with `status` (no MLflow: what a wrong URL reaches); each
+    request's Authorization header into `seen`."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if seen is not None:
+                seen.append(self.headers.get("Authorization"))
             self.send_response(status)
             self.end_headers()
             self.wfile.write(body)
@@ -102,3 +113,28 @@ def test_a_bad_tracking_uri_is_refused(uri: str, problem: str) -> None:
 
 def test_the_retry_budget_covers_tracking_retry_minutes() -> None:
     assert [retries_for(seconds) for seconds in (0, 4, 30, 300, 600)] == [0, 2, 5, 8, 10]
+
+
+def test_credentials_go_only_to_the_server_they_were_issued_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """client.env's credentials (issued for the team's server) and a run whose tracking.uri names another server:
+    that server gets no Authorization header, the run says so in one line, and its environment (its ranks') holds
+    no credential; to their own server they still go."""
+    seen: list[str | None] = []
+    other = answering(404, b"not mlflow", seen)
+    uri = next(other)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # recorded: the test's end puts it back
+        monkeypatch.setenv("RINGFLOW_CREDENTIALS_FOR", "http://10.0.0.5:5000")
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
+        said: list[str] = []
+        with pytest.raises(ParamsError, match="answered HTTP 404"):
+            use_tracking(TrackingParams(uri=uri), warn=said.append)
+        assert seen and seen == [None] * len(seen)  # asked, without the credentials
+        assert said == [f"warning: tracking.uri {uri}: this environment's MLflow credentials (MLFLOW_TRACKING_USERNAME, "
+                        "MLFLOW_TRACKING_PASSWORD) are for http://10.0.0.5:5000, not sent to another server"]
+        assert "MLFLOW_TRACKING_PASSWORD" not in os.environ and "MLFLOW_TRACKING_USERNAME" not in os.environ
+    finally:
+        other.close()
+    environ = {"RINGFLOW_CREDENTIALS_FOR": "http://Team:5000", "MLFLOW_TRACKING_PASSWORD": "p"}
+    assert credentials_kept_for("http://team:5000/", environ) is None and environ["MLFLOW_TRACKING_PASSWORD"] == "p"

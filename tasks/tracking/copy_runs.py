@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 COPIED_FROM = "ringflow.copied_from"  # on a copied run: the source run's id; on a model version: name/version
+COPYING_FROM = "ringflow.copying_from"  # on a copy being made (a copy killed half-way keeps it: removed next time)
+PARENT_RUN = "mlflow.parentRunId"  # a sweep's trial names its sweep run: the copy names the copy
+ENDED = ("FINISHED", "FAILED", "KILLED")
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics, 100 params, 100 tags per call
 MODEL_FOLDER = "registered-model"  # where a copied version's model lives among its copied run's artifacts
 
@@ -20,10 +23,15 @@ class CopyReport:
     versions: int = 0
     skipped_versions: int = 0
     run_ids: dict[str, str] = field(default_factory=dict)  # source run id -> its copy's
+    not_ended: list[str] = field(default_factory=list)  # runs still going (or under one): left for a later copy
 
     def sentence(self) -> str:
-        return (f"copied {self.runs} runs and {self.versions} model versions "
+        said = (f"copied {self.runs} runs and {self.versions} model versions "
                 f"({self.skipped_runs} runs and {self.skipped_versions} versions were there already)")
+        if self.not_ended:
+            said += (f"; {len(self.not_ended)} runs not ended, left for a later copy: "
+                     f"{', '.join(self.not_ended[:5])}{' ...' if len(self.not_ended) > 5 else ''}")
+        return said
 
 
 def pages(search: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -68,10 +76,13 @@ def copy_artifacts(source: Any, target: Any, run_id: str, new_id: str) -> None:
         target.log_artifacts(new_id, local)
 
 
-def copy_run(source: Any, target: Any, run: Any, experiment_id: str) -> str:
-    """One run into the target experiment; its copy's id. The COPIED_FROM tag comes last: a copy without it is
-    not finished."""
-    tags = {key: value for key, value in run.data.tags.items() if key != COPIED_FROM}
+def copy_run(source: Any, target: Any, run: Any, experiment_id: str, parent_copies: dict[str, str]) -> str:
+    """One ended run into the target experiment (its parent, if any, already copied: `parent_copies`); its copy's
+    id. The COPIED_FROM tag comes last: a copy without it is not finished."""
+    tags = {key: value for key, value in run.data.tags.items() if key not in (COPIED_FROM, COPYING_FROM)}
+    if PARENT_RUN in tags:
+        tags[PARENT_RUN] = parent_copies[tags[PARENT_RUN]]
+    tags[COPYING_FROM] = run.info.run_id
     copy = target.create_run(experiment_id, start_time=run.info.start_time, tags=tags, run_name=run.info.run_name)
     new_id = copy.info.run_id
     try:
@@ -89,17 +100,31 @@ def copy_run(source: Any, target: Any, run: Any, experiment_id: str) -> str:
     return new_id
 
 
+def finished_copies(target: Any, experiment_id: str) -> dict[str, str]:
+    """Source run id -> its finished copy in the target; copies a killed copy left half-made are deleted first."""
+    for half_made in pages(target.search_runs, [experiment_id], f"tags.`{COPYING_FROM}` != ''"):
+        if COPIED_FROM not in half_made.data.tags:
+            target.delete_run(half_made.info.run_id)
+    return {run.data.tags[COPIED_FROM]: run.info.run_id
+            for run in pages(target.search_runs, [experiment_id], f"tags.`{COPIED_FROM}` != ''")}
+
+
 def copy_experiment_runs(source: Any, target: Any, experiment: Any, report: CopyReport) -> None:
+    """The experiment's ended runs not copied before, parents before their children (a run still going, or whose
+    parent is, is left for a later copy)."""
     experiment_id = target_experiment(target, experiment)
-    copied = {run.data.tags[COPIED_FROM]: run.info.run_id
-              for run in pages(target.search_runs, [experiment_id], f"tags.`{COPIED_FROM}` != ''")}
-    for run in pages(source.search_runs, [experiment.experiment_id], order_by=["attributes.start_time ASC"]):
+    copied = finished_copies(target, experiment_id)
+    runs = list(pages(source.search_runs, [experiment.experiment_id], order_by=["attributes.start_time ASC"]))
+    for run in sorted(runs, key=lambda found: PARENT_RUN in found.data.tags):  # parents first
+        parent = run.data.tags.get(PARENT_RUN)
         if run.info.run_id in copied:
             report.skipped_runs += 1
             report.run_ids[run.info.run_id] = copied[run.info.run_id]
-            continue
-        report.run_ids[run.info.run_id] = copy_run(source, target, run, experiment_id)
-        report.runs += 1
+        elif run.info.status not in ENDED or (parent is not None and parent not in report.run_ids):
+            report.not_ended.append(run.info.run_id)
+        else:
+            report.run_ids[run.info.run_id] = copy_run(source, target, run, experiment_id, report.run_ids)
+            report.runs += 1
 
 
 def copy_version(source: Any, target: Any, version: Any, run_ids: dict[str, str]) -> str:
@@ -119,18 +144,25 @@ def copy_version(source: Any, target: Any, version: Any, run_ids: dict[str, str]
     return str(made.version)
 
 
+def versions_by_model(client: Any) -> dict[str, list[Any]]:
+    """Every model version of a registry by model name (no filter string: a name may hold any quote)."""
+    found: dict[str, list[Any]] = {}
+    for version in pages(client.search_model_versions):
+        found.setdefault(version.name, []).append(version)
+    return found
+
+
 def copy_registered_models(source: Any, target: Any, report: CopyReport) -> None:
     from mlflow.exceptions import MlflowException
+    source_versions, target_versions = versions_by_model(source), versions_by_model(target)
     for model in pages(source.search_registered_models):
         try:
             target.get_registered_model(model.name)
         except MlflowException:
             target.create_registered_model(model.name, tags=model.tags, description=model.description)
-        there = {version.tags.get(COPIED_FROM): version.version
-                 for version in pages(target.search_model_versions, f"name = '{model.name}'")}
+        there = {version.tags.get(COPIED_FROM): version.version for version in target_versions.get(model.name, [])}
         numbers: dict[str, str] = {}
-        for version in sorted(pages(source.search_model_versions, f"name = '{model.name}'"),
-                              key=lambda found: int(found.version)):
+        for version in sorted(source_versions.get(model.name, []), key=lambda found: int(found.version)):
             key = f"{model.name}/{version.version}"
             if key in there:
                 report.skipped_versions += 1

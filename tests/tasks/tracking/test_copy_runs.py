@@ -81,3 +81,41 @@ def test_copy_runs_needs_a_target_and_a_store_that_exists(tmp_path: Path) -> Non
         steps.copy_runs_step(None, None)
     with pytest.raises(ParamsError, match=f"^no MLflow store at {tmp_path / 'none.db'}$"):
         steps.copy_runs_step(None, f"sqlite:///{tmp_path / 'none.db'}")
+
+
+def test_only_ended_runs_are_copied_parents_mapped_half_made_copies_replaced(tmp_path: Path) -> None:
+    """A run still RUNNING is left for a later copy (and said); a sweep's trial points at its sweep run's copy; a
+    copy killed half-way (its run made, not finished) is replaced, not duplicated; a model name with a quote."""
+    from mlflow.tracking import MlflowClient
+
+    from tasks.tracking.copy_runs import COPYING_FROM, PARENT_RUN
+    source_uri, target_uri = (f"sqlite:///{tmp_path / name}.db" for name in ("source", "target"))
+    source = MlflowClient(tracking_uri=source_uri, registry_uri=source_uri)
+    experiment = source.create_experiment("ringflow", artifact_location=(tmp_path / "artifacts").as_uri())
+    sweep = source.create_run(experiment, run_name="sweep").info.run_id
+    trial = source.create_run(experiment, run_name="trial-0", tags={PARENT_RUN: sweep}).info.run_id
+    going = source.create_run(experiment, run_name="going").info.run_id
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "MLmodel").write_text("model\n")
+    source.log_artifacts(trial, str(tmp_path / "model"), "model")
+    for run_id in (sweep, trial):
+        source.set_terminated(run_id, "FINISHED")
+    source.create_registered_model("it's-a-model")
+    source.create_model_version("it's-a-model", f"runs:/{trial}/model", run_id=trial)
+    target = MlflowClient(tracking_uri=target_uri, registry_uri=target_uri)
+    killed = target.create_run(target.create_experiment("ringflow"), run_name="trial-0",
+                               tags={COPYING_FROM: trial}).info.run_id  # what a copy killed half-way leaves
+
+    first = copy_runs(source_uri, target_uri)
+    assert (first.runs, first.versions, first.not_ended) == (2, 1, [going])
+    assert first.sentence().endswith(f"; 1 runs not ended, left for a later copy: {going}")
+    copies = {run.info.run_name: run for run in target.search_runs([target.get_experiment_by_name("ringflow")
+                                                                    .experiment_id])}
+    assert set(copies) == {"sweep", "trial-0"} and copies["trial-0"].info.run_id != killed
+    assert copies["trial-0"].data.tags[PARENT_RUN] == copies["sweep"].info.run_id  # the copy's parent, not the source's
+    assert target.get_run(killed).info.lifecycle_stage == "deleted"
+    assert target.get_latest_versions("it's-a-model")[0].run_id == copies["trial-0"].info.run_id
+
+    source.set_terminated(going, "FAILED")
+    again = copy_runs(source_uri, target_uri)
+    assert (again.runs, again.skipped_runs, again.not_ended, again.skipped_versions) == (1, 2, [], 1)

@@ -66,8 +66,8 @@ CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 def control_character(value: Any) -> str | None:
     """The first control character in a value's text (nested lists and mappings too), else None."""
     if isinstance(value, str):
-        found = CONTROL_CHARACTER.search(value)
-        return found.group() if found else None
+        match = CONTROL_CHARACTER.search(value)
+        return match.group() if match else None
     if isinstance(value, (list, tuple)):
         return next((found for item in value if (found := control_character(item)) is not None), None)
     if isinstance(value, dict):

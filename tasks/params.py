@@ -110,6 +110,7 @@ class SlurmParams(Section):
     time_limit: str | None = None  # [days-]HH:MM:SS; None: the partition's default
     pending_timeout_minutes: float = Field(30, gt=0)  # queued longer than this: the job is cancelled, the step fails
     requeue: bool = True  # on node failure or preemption Slurm requeues the job, which resumes from its checkpoint
+    max_requeues: int = Field(3, ge=0)  # requeues (notices, node failures) before the job is given up on
     notice_seconds: int = Field(60, ge=0)  # Slurm's notice before the time limit (--signal); 0: none
     sbatch_args: list[str] = []  # passed through to sbatch
 

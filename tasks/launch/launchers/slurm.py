@@ -30,7 +30,7 @@ def processes(params: Params, controller: str | None, config_file: Path, env: di
     """The follower, which submits the script and speaks for every rank (label None: the lines carry rank tags)."""
     directory = job_dir(config_file)
     command = [*FOLLOWER, str(directory / SCRIPT_NAME), str(directory), str(params.train.np),
-               f"{params.slurm.pending_timeout_minutes:g}", *params.slurm.sbatch_args]
+               f"{params.slurm.pending_timeout_minutes:g}", str(params.slurm.max_requeues), *params.slurm.sbatch_args]
     # Slurm decides which GPUs each task sees (CUDA_VISIBLE_DEVICES per task): this machine's choice is not passed
     submit_env = {key: value for key, value in env.items() if key != "CUDA_VISIBLE_DEVICES"}
     return [Process(command, submit_env, hosts=(ALLOCATED,) * params.train.np)]

@@ -98,6 +98,10 @@ wait "$ranks"; code=$?
 while kill -0 "$ranks" 2>/dev/null; do wait "$ranks"; code=$?; done  # a trapped signal ends a wait early
 if [ "$noticed" = 1 ]; then
   echo "ringflow: job $SLURM_JOB_ID stopped on Slurm's notice; it resumes from its last checkpoint when run again"
+  if [ "${SLURM_RESTART_COUNT:-0}" -ge %d ]; then  # slurm.max_requeues: the step's retry, if any, decides
+    echo "ringflow: job $SLURM_JOB_ID was requeued ${SLURM_RESTART_COUNT:-0} times (slurm.max_requeues): not again"
+    exit %d
+  fi
   scontrol requeue "$SLURM_JOB_ID" 2>/dev/null || exit %d
 fi
 exit "$code\""""
@@ -125,5 +129,5 @@ def batch_script(params: Params, controller: str | None, config_file: Path, env:
              NOTICE_TRAP % ("TERM" if gloo else "USR1"),  # srun passes USR1 on to every task; horovodrun stops on TERM
              'echo "ringflow: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})"',
              *rank_start(params, controller, config_file, job_dir),
-             WAIT_AND_END % STOPPED_ON_NOTICE_EXIT]
+             WAIT_AND_END % (params.slurm.max_requeues, STOPPED_ON_NOTICE_EXIT, STOPPED_ON_NOTICE_EXIT)]
     return "\n".join(lines) + "\n"

@@ -2,9 +2,11 @@
 stops it like any other): submit the batch script, print every rank's line from the job's output file (srun's
 `N: ` label made the launcher's `[N]<stdout>:` tag) and each change of the job's state, and end as the job ends.
 Stopped (the flow run cancelled, Ctrl-C, the job's time limit), it cancels the job first. While the job waits in
-the queue it beats for its ranks (no rank exists that could be silent) and gives up after the pending timeout.
+the queue it beats for its ranks (no rank exists that could be silent) and gives up after the pending timeout; a job
+that started and is then held, suspended or stuck (requeued and held, SPECIAL_EXIT, COMPLETING) gets no heartbeat
+and is cancelled after the same timeout; one requeued more than slurm.max_requeues times is cancelled.
 
-    python -m tasks.launch.slurm.follow SCRIPT OUTPUT_DIR RANKS PENDING_MINUTES [SBATCH_ARG ...]
+    python -m tasks.launch.slurm.follow SCRIPT OUTPUT_DIR RANKS PENDING_MINUTES MAX_REQUEUES [SBATCH_ARG ...]
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -89,30 +91,71 @@ def current_state(job_id: str, patience: float = COMMAND_SECONDS) -> JobState:
             time.sleep(POLL_SECONDS * 2)
 
 
-def follow(job_id: str, tail: OutputTail, ranks: int, pending_seconds: float) -> int:
+QUEUED = ("PENDING", "CONFIGURING")  # waiting for nodes: no rank exists yet that could be silent
+
+
+@dataclass
+class Patience:
+    """How long the follower waits for a job that runs no rank, and for how many requeues."""
+    ranks: int
+    pending_seconds: float
+    max_requeues: int
+    submitted: float = field(default_factory=lambda: time.monotonic())
+    started: bool = False
+    idle_since: float | None = None  # since when a job that had started has run no rank
+    beaten: float = 0.0
+
+    def saw(self, job: JobState) -> None:
+        if job.state == "RUNNING":
+            self.started, self.idle_since = True, None
+        elif self.started and self.idle_since is None:
+            self.idle_since = time.monotonic()
+
+    def given_up(self, job: JobState) -> JobState | None:
+        """The job as its end line names it when the follower gives up on it now, else None."""
+        if job.restarts > self.max_requeues:
+            return replace(job, state="REQUEUED", reason=f"requeued {job.restarts} times, more than "
+                                                         f"slurm.max_requeues ({self.max_requeues})")
+        since = self.idle_since if self.started else self.submitted
+        if not job.waiting or since is None or time.monotonic() - since <= self.pending_seconds:
+            return None
+        if not self.started:
+            return replace(job, state=NEVER_STARTED)
+        reason = f" ({job.reason})" if job.reason not in ("", "None") else ""
+        return replace(job, state="STUCK", reason=f"it had started, then was {job.state}{reason} for more than "
+                                                  "slurm.pending_timeout_minutes")
+
+    def beat_now(self, job: JobState) -> bool:
+        """Heartbeats for the ranks only while the job is queued for nodes (not held, not suspended)."""
+        if job.state not in QUEUED or "held" in job.reason.lower() or time.monotonic() - self.beaten < BEAT_SECONDS:
+            return False
+        self.beaten = time.monotonic()
+        return True
+
+
+def follow(job_id: str, tail: OutputTail, patience: Patience) -> int:
     """Print the job's lines and states until it ends; the follower's exit code (0: COMPLETED)."""
-    submitted, started, before = time.monotonic(), False, None
-    beaten = 0.0
+    before = None
     while True:
         now = current_state(job_id)
         if not now.ended and (change := state_change(job_id, before, now)) is not None:
             say(change)
         for line in tail.lines():
             say(line)
-        before, started = now, started or now.state == "RUNNING"
+        before = now
+        patience.saw(now)
         if now.ended:
             time.sleep(POLL_SECONDS)  # the last writes of the job's steps
             for line in tail.lines() + ([tail.partial] if tail.partial else []):
                 say(line)
             say(ended_line(job_id, now))
             return 0 if now.state == "COMPLETED" else 1
-        if now.waiting and time.monotonic() - beaten >= BEAT_SECONDS:  # no rank exists yet that could be silent
-            beaten = time.monotonic()
-            for rank in range(ranks):
+        if patience.beat_now(now):
+            for rank in range(patience.ranks):
                 say(f"[{rank}]<stdout>:{HEARTBEAT_LINE}")
-        if not started and time.monotonic() - submitted > pending_seconds:
+        if (given_up := patience.given_up(now)) is not None:
             cancel(job_id)
-            say(ended_line(job_id, replace(now, state=NEVER_STARTED)))
+            say(ended_line(job_id, given_up, None if given_up.state == NEVER_STARTED else given_up.reason))
             return PENDING_TIMEOUT_EXIT
         time.sleep(POLL_SECONDS)
 
@@ -126,7 +169,7 @@ def submit_and_note(script: str, sbatch_args: list[str], output_dir: Path) -> st
 
 
 def main(argv: list[str]) -> int:
-    script, output_dir, ranks, pending_minutes, *sbatch_args = argv
+    script, output_dir, ranks, pending_minutes, max_requeues, *sbatch_args = argv
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stopped)
     job_id = None
@@ -135,8 +178,8 @@ def main(argv: list[str]) -> int:
         job_id = submit_and_note(script, sbatch_args, Path(output_dir))
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         say(submitted_line(job_id))
-        return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"), int(ranks),
-                      float(pending_minutes) * 60)
+        return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"),
+                      Patience(int(ranks), float(pending_minutes) * 60, int(max_requeues)))
     except Stopped as stop:
         if job_id is not None:
             last = cancel(job_id) or JobState("CANCELLED")

@@ -220,6 +220,26 @@ def test_a_job_that_cannot_start_in_time_is_cancelled_in_one_line(cluster: list[
     job_id = re.search(r"Slurm job (\d+)", message)[1]  # type: ignore[index]
     assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 30)
 
+def test_a_job_suspended_after_it_started_is_not_waited_for_for_ever(cluster: list[str], digits_data: Path,
+                                                                     tmp_path: Path) -> None:
+    """`scontrol suspend` after epoch 2: no heartbeat is made up for its stopped ranks, and after
+    slurm.pending_timeout_minutes the job is cancelled and the step fails in one line naming SUSPENDED."""
+    lines: list[str] = []
+
+    def suspend_after_epoch_2(line: str) -> None:
+        lines.append(line)
+        if re.search(r"epoch 2: ", line) and (found := JOB_ID.search("\n".join(lines))):
+            subprocess.run(["scontrol", "suspend", found[1]], check=True)
+    with pytest.raises(RankFailed) as failure:
+        train(slurm_params(300, pending_timeout_minutes=0.1), digits_data, tmp_path / "model",
+              tmp_path / "checkpoints", None, suspend_after_epoch_2)
+    message = str(failure.value)
+    assert "ended STUCK" in message and "then was SUSPENDED" in message, message
+    job_id = JOB_ID.search("\n".join(lines))[1]  # type: ignore[index]
+    assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 30)
+    assert wait_until(no_rank_left, 60)
+
+
 def test_a_sweeps_trials_are_slurm_jobs_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
     """train.scheduler slurm: each of 2 trials (2 at once) is its own Slurm job, COMPLETED, the two running at the
     same time; each trial's run FINISHED under the sweep's run with its job's id."""

@@ -45,7 +45,39 @@ def test_a_job_that_cannot_be_submitted_is_one_line_and_exit_2(tmp_path: Path) -
     from tests.helpers import ROOT
     env = dict(os.environ, PATH="/nonexistent", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "tasks.launch.slurm.follow", str(tmp_path / "job.sh"), str(tmp_path),
-                           "2", "1"], env=env, capture_output=True, text=True, timeout=120)
+                           "2", "1", "3"], env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "slurm: the job was not submitted: sbatch is not on PATH: this "
                                                  "machine is not a Slurm head or login node\n")
     assert not (tmp_path / "jobs").exists()
+
+
+def test_a_job_that_runs_no_rank_is_waited_for_within_bounds(monkeypatch) -> None:
+    """Queued: heartbeats for its ranks, given up after the pending timeout (NEVER_STARTED). Started, then held,
+    suspended or stuck: no heartbeat, given up after the same timeout naming Slurm's state and reason. Requeued more
+    than slurm.max_requeues times: given up at once."""
+    import time
+
+    from tasks.launch.slurm.follow import Patience
+    from tasks.launch.slurm.states import JobState
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    patience = Patience(ranks=2, pending_seconds=60, max_requeues=1)
+    queued = JobState("PENDING", "Resources")
+    patience.saw(queued)
+    assert patience.beat_now(queued) and patience.given_up(queued) is None
+    clock[0] += 61
+    assert patience.given_up(queued).state == "NEVER_STARTED"  # type: ignore[union-attr]
+    patience = Patience(ranks=2, pending_seconds=60, max_requeues=1)
+    patience.saw(JobState("RUNNING"))
+    for stuck in (JobState("SUSPENDED"), JobState("PENDING", "launch_failed_requeued_held", restarts=1),
+                  JobState("PENDING", "JobHeldAdmin", restarts=1), JobState("COMPLETING")):
+        patience.idle_since = None
+        patience.saw(stuck)
+        clock[0] += 5
+        assert not patience.beat_now(stuck)  # no rank runs, none is made up
+        assert patience.given_up(stuck) is None
+        clock[0] += 60
+        given_up = patience.given_up(stuck)
+        assert given_up is not None and given_up.state == "STUCK" and stuck.state in given_up.reason
+    assert patience.given_up(JobState("PENDING", "BeginTime", restarts=2)).reason == (  # type: ignore[union-attr]
+        "requeued 2 times, more than slurm.max_requeues (1)")

@@ -11,8 +11,8 @@ from pathlib import Path
 from tasks.atomic import write_bytes_atomic
 from tasks.launch.launchers.base import Launcher
 from tasks.launch.slurm.batch_script import SCRIPT_NAME, batch_script
-from tasks.launch.slurm.commands import SlurmError, cancel
-from tasks.launch.slurm.follow import JOB_IDS_FILE
+from tasks.launch.slurm.commands import SlurmError, cancel, live_jobs
+from tasks.launch.slurm.follow import JOB_IDS_FILE, run_prefix
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 
@@ -52,9 +52,14 @@ def describe(params: Params, controller: str | None, config_file: Path, env: dic
 
 
 def stop(hosts: list[str], config_file: Path) -> None:
-    """Every job this launch submitted cancelled and ended (scancel: Slurm stops its ranks on every node)."""
+    """Every job of this run cancelled and ended, by the ids its follower noted and by its run's job name (scancel:
+    Slurm stops its ranks on every node)."""
     ids_file = job_dir(config_file) / JOB_IDS_FILE
-    for job_id in ids_file.read_text().split() if ids_file.exists() else []:
+    try:
+        named = live_jobs(run_prefix(job_dir(config_file)))
+    except SlurmError:  # slurmctld gone: the noted ids are all there is
+        named = []
+    for job_id in dict.fromkeys([*(ids_file.read_text().split() if ids_file.exists() else []), *named]):
         try:
             cancel(job_id)
         except SlurmError:  # slurmctld gone: nothing more can be done from here

@@ -33,9 +33,21 @@ def slurm(command: list[str], timeout: float = COMMAND_SECONDS, check: bool = Tr
     return done
 
 
-def submit(script: str, sbatch_args: list[str]) -> str:
-    """Submit a batch script; its job id (`sbatch --parsable` prints `id[;cluster]`)."""
-    return slurm(["sbatch", "--parsable", *sbatch_args, script]).stdout.strip().split(";")[0]
+def submit(script: str, sbatch_args: list[str], name: str) -> str:
+    """Submit a batch script under a job name of ringflow's (after the user's arguments: it wins); its job id
+    (`sbatch --parsable` prints `id[;cluster]`)."""
+    return slurm(["sbatch", "--parsable", *sbatch_args, f"--job-name={name}", script]).stdout.strip().split(";")[0]
+
+
+def live_jobs(name_prefix: str) -> list[str]:
+    """This user's jobs that Slurm still holds (queued, running, suspended...) whose name starts with the prefix."""
+    listed = slurm(["squeue", "--noheader", "--me", "--format=%i|%j"]).stdout.splitlines()
+    return [job_id for job_id, _, name in (line.partition("|") for line in listed) if name.startswith(name_prefix)]
+
+
+def cancel_named(name: str) -> None:
+    """scancel every job of this user of that name (one whose id was never learned: an sbatch that timed out)."""
+    slurm(["scancel", "--me", f"--name={name}"], check=False)
 
 
 def test_submit(script: str, sbatch_args: list[str]) -> str | None:

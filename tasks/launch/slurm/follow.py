@@ -18,7 +18,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from tasks.launch.slurm.commands import COMMAND_SECONDS, SlurmError, cancel, job_state, submit
+from tasks.launch.slurm.commands import (
+    COMMAND_SECONDS,
+    SlurmError,
+    cancel,
+    cancel_named,
+    job_state,
+    live_jobs,
+    submit,
+)
 from tasks.launch.slurm.states import NEVER_STARTED, PENDING_TIMEOUT_EXIT, JobState, ended_line, submitted_line
 from trainer.protocol import HEARTBEAT_LINE
 
@@ -160,9 +168,34 @@ def follow(job_id: str, tail: OutputTail, patience: Patience) -> int:
         time.sleep(POLL_SECONDS)
 
 
-def submit_and_note(script: str, sbatch_args: list[str], output_dir: Path) -> str:
-    """Submit the job; its id, noted where the launcher's stop finds it."""
-    job_id = submit(script, sbatch_args)
+def run_prefix(output_dir: Path) -> str:
+    """The start of the job names of one run (its folder's name, the MLflow run id): found without an id."""
+    return f"ringflow-{output_dir.parent.name}-"
+
+
+def attempt_name(output_dir: Path) -> str:
+    """The job name of this attempt: the run's prefix and the attempt's number (1 + the jobs submitted before)."""
+    ids_file = output_dir / JOB_IDS_FILE
+    return f"{run_prefix(output_dir)}{len(ids_file.read_text().split()) + 1 if ids_file.exists() else 1}"
+
+
+def cancel_earlier_jobs(output_dir: Path) -> None:
+    """A job of this run that is still live (its launcher was killed, so no one cancelled it) is cancelled before
+    a resume or a retry submits: never two incarnations writing the same checkpoints and MLflow run."""
+    for job_id in live_jobs(run_prefix(output_dir)):
+        cancel(job_id)
+        say(f"slurm: job {job_id} of this run was still live (its launcher was stopped without cancelling it): "
+            "cancelled before submitting again")
+
+
+def submit_and_note(script: str, sbatch_args: list[str], output_dir: Path, name: str) -> str:
+    """Submit the job; its id, noted where the launcher's stop finds it. An sbatch that timed out may still have
+    queued it: then it is cancelled by its name."""
+    try:
+        job_id = submit(script, sbatch_args, name)
+    except SlurmError:
+        cancel_named(name)
+        raise
     with (output_dir / JOB_IDS_FILE).open("a") as ids:
         ids.write(job_id + "\n")
     return job_id
@@ -175,20 +208,29 @@ def main(argv: list[str]) -> int:
     job_id = None
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # a stop waits until the id is known here and noted
-        job_id = submit_and_note(script, sbatch_args, Path(output_dir))
+        cancel_earlier_jobs(Path(output_dir))
+        job_id = submit_and_note(script, sbatch_args, Path(output_dir), attempt_name(Path(output_dir)))
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         say(submitted_line(job_id))
         return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"),
                       Patience(int(ranks), float(pending_minutes) * 60, int(max_requeues)))
-    except Stopped as stop:
+    except (Stopped, BrokenPipeError) as stop:  # told to stop, or the launcher is gone (its pipe broken)
         if job_id is not None:
             last = cancel(job_id) or JobState("CANCELLED")
-            say(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the flow run "
-                                         "cancelled, or train.timeout_minutes)"))
-        return 128 + int(stop.args[0])
+            say_if_heard(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the "
+                                                  "flow run cancelled, or train.timeout_minutes)"))
+        return 128 + int(stop.args[0]) if isinstance(stop, Stopped) else 1
     except SlurmError as error:
         say(f"slurm: {'the job was not submitted: ' if job_id is None else ''}{error}")
         return 2
+
+
+def say_if_heard(line: str) -> None:
+    """A last line, when someone still reads this process's output."""
+    try:
+        say(line)
+    except BrokenPipeError:
+        pass
 
 
 if __name__ == "__main__":

@@ -240,6 +240,42 @@ def test_a_job_suspended_after_it_started_is_not_waited_for_for_ever(cluster: li
     assert wait_until(no_rank_left, 60)
 
 
+def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_submits(cluster: list[str],
+                                                                                      tmp_path: Path) -> None:
+    """SIGKILL of the pipeline's whole process group while its job trains (no one left to scancel it), then
+    --resume: the live job of that run is found by its name and cancelled before the new one is submitted (one job
+    at a time), and the resumed run finishes with every epoch once."""
+    import os
+    import signal
+    workspace = make_workspace(tmp_path / "workspace")
+    command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm", "--set=train.epochs=30"]
+    job = subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    assert job.stdout is not None
+    said = []
+    for line in job.stdout:
+        said.append(line)
+        if re.search(r"epoch 3: ", line):
+            break
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    first_job = JOB_ID.search("".join(said))[1]  # type: ignore[index]
+    assert job_field(first_job, "JobState") == "RUNNING"  # orphaned, for now
+    done = run([*command, "--resume"], workspace, workspace_env(workspace))
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    assert f"slurm: job {first_job} of this run was still live" in text
+    second_job = JOB_ID.search(text)[1]  # type: ignore[index]
+    assert job_field(first_job, "JobState") == "CANCELLED"
+    assert job_field(first_job, "EndTime") <= job_field(second_job, "StartTime")  # never two at once
+    run_id = RUN_ID.search(text)[1]  # type: ignore[index]
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlruns' / 'mlflow.db'}")
+    steps = [metric.step for metric in client.get_metric_history(run_id, "loss")]
+    assert sorted(set(steps)) == list(range(30)), steps  # every epoch (one resumed may be trained again)
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
 def test_a_sweeps_trials_are_slurm_jobs_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
     """train.scheduler slurm: each of 2 trials (2 at once) is its own Slurm job, COMPLETED, the two running at the
     same time; each trial's run FINISHED under the sweep's run with its job's id."""

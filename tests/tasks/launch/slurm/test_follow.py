@@ -46,7 +46,7 @@ def test_a_job_that_cannot_be_submitted_is_one_line_and_exit_2(tmp_path: Path) -
     env = dict(os.environ, PATH="/nonexistent", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "tasks.launch.slurm.follow", str(tmp_path / "job.sh"), str(tmp_path),
                            "2", "1", "3"], env=env, capture_output=True, text=True, timeout=120)
-    assert (done.returncode, done.stdout) == (2, "slurm: the job was not submitted: sbatch is not on PATH: this "
+    assert (done.returncode, done.stdout) == (2, "slurm: the job was not submitted: squeue is not on PATH: this "
                                                  "machine is not a Slurm head or login node\n")
     assert not (tmp_path / "jobs").exists()
 

@@ -11,13 +11,19 @@ from tasks.paths import resolve_path
 from trainer.config import ElasticParams, TrainParams
 
 DISCOVERY_SCRIPT_NAME = "discover_hosts.sh"
-PROBE_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=2"]  # a host that does not answer in 2 s is gone
+# a host that does not answer in 2 s is gone; one that answered and then went silent (its link lost mid-probe) is
+# given up within 2 s of silence, and no probe lasts beyond PROBE_SECONDS whatever happens: Horovod's elastic driver
+# waits for this script, and one probe that hung (seen: 13 minutes) stopped the whole job
+PROBE_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-o", "ServerAliveInterval=1",
+                 "-o", "ServerAliveCountMax=2"]
+PROBE_SECONDS = 5
 
 
 def discovery_script_text(slots_by_host: dict[str, int]) -> str:
     """A POSIX shell script printing `host:slots` for each host that is this machine or answers ssh now."""
     lines = ["#!/bin/sh", "# ringflow: the hosts that answer now, as host:slots (Horovod elastic host discovery)",
-             "answers() { ssh " + shlex.join(PROBE_OPTIONS) + ' "$1" true </dev/null >/dev/null 2>&1; }']
+             f"answers() {{ timeout -k 1 {PROBE_SECONDS} ssh " + shlex.join(PROBE_OPTIONS)
+             + ' "$1" true </dev/null >/dev/null 2>&1; }']
     for host, slots in slots_by_host.items():
         entry = shlex.quote(f"{host}:{slots}")
         lines.append(f"echo {entry}" if is_local(host) else f"answers {shlex.quote(host)} && echo {entry}")

@@ -71,3 +71,19 @@ def test_no_script_is_written_for_a_fixed_job_or_the_users_own(tmp_path: Path) -
     users = TrainParams(np=2, elastic=ElasticParams(max_np=4, discovery_script=str(tmp_path / "mine.sh")))
     prepare_discovery(users, {"localhost": 2}, tmp_path / "own")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_host_that_answers_and_then_says_nothing_is_left_out_within_seconds(tmp_path: Path) -> None:
+    """Its ssh port takes the connection and then stays silent (a host frozen, or its link lost mid-probe): the
+    probe gives up (Horovod's elastic driver waits for the script; one hung probe once stopped a job 13 minutes)."""
+    import socket
+    silent = socket.socket()
+    silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    silent.bind(("127.0.0.5", 22))
+    silent.listen(8)
+    try:
+        script = write_discovery_script({"localhost": 1, "127.0.0.5": 1}, tmp_path)
+        done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=60)  # hung: it fails
+        assert (done.returncode, done.stdout) == (0, "localhost:1\n")
+    finally:
+        silent.close()

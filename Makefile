@@ -10,7 +10,8 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
-# pytest's parallel workers: most system tests wait (on servers, timeouts, outages) more than they compute
+# pytest's parallel workers for make test: most system tests wait (on servers, timeouts, outages) more than they
+# compute (make test-fast, whose tests compute, runs on 2)
 TEST_WORKERS ?= 3
 # a module stays on one worker; the modules that use the test cluster share one (tests/parallel.py)
 PARALLEL = -n $(TEST_WORKERS)
@@ -40,7 +41,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test-fast: setup-test
-	$(PY) -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
 	@$(PY) -m tasks ui-link --set tracking.ui_url=http://127.0.0.1:$(UI_PORT)

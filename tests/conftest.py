@@ -11,6 +11,7 @@ import trainer  # noqa: F401  (first: the tf-keras switch, before any TensorFlow
 
 # `make test` runs on parallel workers: which tests share a worker, in what order (tests/parallel.py)
 from tests.parallel import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401
+
 # the whole pipeline's run, once per session: tests/flows/test_pipeline.py and tests/tasks/versioning/test_dvc.py
 from tests.pipeline_run import pipeline_run  # noqa: F401
 

@@ -31,11 +31,16 @@ def group_of(nodeid: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The machine-wide group first, then the system tests, then the rest (each worker collects alike)."""
-    def start_order(item: pytest.Item) -> int:
-        if group_of(item.nodeid) == MACHINE_WIDE_GROUP:
-            return 0
-        return 1 if item.get_closest_marker("slow") else 2
+    """The machine-wide group first, then the modules of system tests, most tests first, then the rest (each
+    worker collects alike, so each has this order)."""
+    slow_tests: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            slow_tests[group_of(item.nodeid)] = slow_tests.get(group_of(item.nodeid), 0) + 1
+
+    def start_order(item: pytest.Item) -> tuple[int, int]:
+        group = group_of(item.nodeid)
+        return (0 if group == MACHINE_WIDE_GROUP else 1 if group in slow_tests else 2), -slow_tests.get(group, 0)
     items.sort(key=start_order)
 
 

@@ -23,7 +23,7 @@ def test_one_follower_speaks_for_all_ranks_and_slurm_decides_the_gpus(tmp_path: 
     config = tmp_path / ".model.tmp-1" / "trainer_config.json"
     [follower] = LAUNCHER.processes(PARAMS, "mpi", config, {"CUDA_VISIBLE_DEVICES": "0", "PATH": "/usr/bin"}, None)
     assert follower.command == [sys.executable, "-m", "tasks.launch.slurm.follow", str(tmp_path / "slurm" / "job.sh"),
-                                str(tmp_path / "slurm"), "4", "5", "--constraint=a100"]
+                                str(tmp_path / "slurm"), "4", "5", "3", "--constraint=a100"]
     assert follower.label is None and len(follower.hosts) == 4  # a rank per task, placed when they say where
     assert "CUDA_VISIBLE_DEVICES" not in follower.env and follower.env["PATH"] == "/usr/bin"
 

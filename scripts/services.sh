@@ -74,7 +74,12 @@ note_pid() {  # $1 pid, $2 file: the pid with its start time, so that no later p
 noted_pid() {  # $1 pid file: its pid while that process is still the one noted (after a reboot it is not), else ""
   local pid started
   read -r pid started < "$1" 2>/dev/null || return 0
-  [ -n "$pid" ] && [ -n "$started" ] && [ "$(start_time "$pid")" = "$started" ] && echo "$pid"
+  [ -n "$pid" ] || return 0
+  if [ -n "$started" ]; then
+    [ "$(start_time "$pid")" = "$started" ] && echo "$pid"
+  elif tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$BIN/"; then
+    echo "$pid"  # a pid file of an earlier version (a bare pid): ours only if it runs this checkout's programs
+  fi
   return 0
 }
 

@@ -194,18 +194,27 @@ def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:
     group: `down` removes them and signals nothing."""
     run_dir = tmp_path / "services" / "run"
     run_dir.mkdir(parents=True)
+    (tmp_path / "services" / "logs").mkdir()
     bystander = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    # a server that an earlier version started (in a session of its own, not this test's child) and noted by its
+    # bare pid: it runs this checkout's programs
+    started = subprocess.run(["setsid", "-f", "sh", "-c", f'echo $$; exec {BIN / "python"} -c "import time; '
+                              'time.sleep(600)" >/dev/null 2>&1 </dev/null'], capture_output=True, text=True, check=True)
+    ours = int(started.stdout.split()[0])
     try:
-        for name in ("services", "mlflow", "prefect", "worker"):
+        for name in ("services", "mlflow", "prefect"):
             (run_dir / f"{name}.pid").write_text(f"{bystander.pid}\n")
         (run_dir / "mlflow.pid").write_text(f"{bystander.pid} 1\n")  # the pid, another process's start time
+        (run_dir / "worker.pid").write_text(f"{ours}\n")
         done = subprocess.run(["bash", "scripts/services.sh", "down"], cwd=ROOT, capture_output=True, text=True,
                               env=quiet_env(SERVICES_HOME=str(tmp_path / "services")), timeout=120)
         assert done.returncode == 0, done.stderr
         assert bystander.poll() is None and not list(run_dir.glob("*.pid"))
+        assert not alive(ours)  # stopped
     finally:
         bystander.kill()
         bystander.wait()
+        subprocess.run(["kill", "-KILL", str(ours)], capture_output=True)
 
 
 def stat_mode(path: Path) -> int:

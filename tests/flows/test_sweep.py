@@ -241,6 +241,7 @@ def test_trials_are_submitted_as_slots_free_up(prefect_api: str) -> None:
 
     from prefect import flow, task
     from prefect.logging.handlers import APILogHandler
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.sweep import trials_in_slots
 
@@ -268,7 +269,8 @@ def test_trials_are_submitted_as_slots_free_up(prefect_api: str) -> None:
     def paced() -> list:
         return trials_in_slots(submit, 7, 2)
 
-    outcomes = paced()
-    APILogHandler.flush()  # its logs sent now, while the session's server is up
+    with temporary_settings({PREFECT_API_URL: prefect_api}):  # this process read its settings before the server
+        outcomes = paced()
+        APILogHandler().flush()  # its logs sent now, while the session's server is up
     assert [outcome.number for outcome in outcomes] == list(range(7))
     assert max(waiting_at_submit) < 2 and len(waiting_at_submit) == 7

@@ -179,11 +179,12 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
     assert time.monotonic() - started < 60
     assert not [group for group in groups if alive(-group)]  # both servers and the worker, with their children
     assert not alive(postgres) and not (services.home / "postgres" / "data" / "postmaster.pid").exists()
-    for private in ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini"):  # loosened meanwhile, by anyone
+    private_files = ("secrets.env", "client.env", "pgpass")  # (mlflow-auth.ini: only with authentication on)
+    for private in private_files:  # loosened meanwhile, by anyone
         (services.home / private).chmod(0o644)
     services.start()
     assert services.psql("mlflow", "SELECT count(*) FROM runs") == before
-    for private in ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini"):
+    for private in private_files:
         assert stat_mode(services.home / private) == 0o600, private  # made private again by the start
     for folder in ("logs", "run", "mlflow-artifacts"):
         assert stat_mode(services.home / folder) == 0o700, folder

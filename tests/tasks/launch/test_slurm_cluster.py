@@ -248,7 +248,8 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
     import os
     import signal
     workspace = make_workspace(tmp_path / "workspace")
-    command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm", "--set=train.epochs=30"]
+    # epochs enough that the orphan is still training when the resume submits (about 0.3 s each here)
+    command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm", "--set=train.epochs=200"]
     job = subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     assert job.stdout is not None
@@ -272,7 +273,7 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlruns' / 'mlflow.db'}")
     steps = [metric.step for metric in client.get_metric_history(run_id, "loss")]
-    assert sorted(set(steps)) == list(range(30)), steps  # every epoch (one resumed may be trained again)
+    assert sorted(set(steps)) == list(range(200)), steps  # every epoch (one resumed may be trained again)
     assert client.get_run(run_id).info.status == "FINISHED"
 
 

@@ -10,10 +10,14 @@
 #   the remote pool, whose workers on other hosts (scripts/remote_worker.sh) pull this checkout's commit from a bare
 #   repository here ($SERVICES_HOME/ringflow.git; RINGFLOW_REPOSITORY names another, e.g. an ssh URL).
 # SERVICES_HOST (127.0.0.1) is the address the two servers bind (SERVICES_ALLOWED_HOSTS: the names MLflow answers to,
-# by default that address and this machine's names). Any other address turns authentication on (MLflow's
-# basic-auth app, Prefect's auth string). Passwords are generated once into $SERVICES_HOME (files of mode 0600) and
-# reach the servers through those files and their environment, never a command line; clients take them from
-# $SERVICES_HOME/client.env. Ports: MLFLOW_PORT (5000), PREFECT_PORT (4200), POSTGRES_PORT (5433).
+# by default that address and this machine's names). Authentication is on at every address, loopback included (every
+# local user reaches 127.0.0.1): MLflow's basic-auth app, Prefect's auth string. Passwords are generated once into
+# $SERVICES_HOME (files of mode 0600) and reach the servers through those files and their environment, never a
+# command line; clients take them from $SERVICES_HOME/client.env. Ports: MLFLOW_PORT (5000), PREFECT_PORT (4200),
+# POSTGRES_PORT (5433).
+# Started by root, the servers run as an unprivileged service user (SERVICES_USER, ringflow-services, made for it;
+# PostgreSQL as its own), and the worker as the user who started `make services` (sudo's user, or root;
+# SERVICES_WORKER_USER names another).
 #   scripts/services.sh up | down
 #   scripts/services.sh stop mlflow|prefect [--kill]    # one server away (maintenance, or a crash to try)
 #   scripts/services.sh start mlflow|prefect            # and back, on the same data
@@ -39,7 +43,8 @@ COMPONENTS=(worker prefect mlflow)
 
 fail() { echo "error: $*" >&2; exit 1; }
 say() { printf '[services] %s\n' "$*"; }
-secured() { [ "$HOST" != 127.0.0.1 ] && [ "$HOST" != localhost ]; }
+on_network() { [ "$HOST" != 127.0.0.1 ] && [ "$HOST" != localhost ]; }
+as_root() { [ "$(id -u)" = 0 ]; }
 
 pg_bin() {
   local found
@@ -49,15 +54,41 @@ pg_bin() {
 }
 
 db_user() {  # who runs PostgreSQL: this user, or an unprivileged one when this is root
-  if [ "$(id -u)" != 0 ]; then id -un; return; fi
+  if ! as_root; then id -un; return; fi
   id postgres >/dev/null 2>&1 && { echo postgres; return; }
-  # two `up`s at once (two checkouts): whichever adds the user second finds it there
-  id ringflow-db >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ringflow-db \
-    || id ringflow-db >/dev/null
-  echo ringflow-db
+  system_user ringflow-db && echo ringflow-db
 }
 
-as_db_user() { if [ "$(id -u)" = 0 ]; then runuser -u "$DB_USER" -- "$@"; else "$@"; fi; }
+as_db_user() { if as_root; then runuser -u "$DB_USER" -- "$@"; else "$@"; fi; }
+
+system_user() {  # $1 name: that system user, made when missing (two `up`s at once: the second finds it there)
+  id "$1" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$1" || id "$1" >/dev/null
+}
+
+choose_users() {  # who runs the servers and who the worker; the words that start a command as each
+  SERVICE_USER=$(id -un) WORKER_USER=$(id -un) AS_SERVICE=() AS_WORKER=()
+  as_root || return 0
+  SERVICE_USER=${SERVICES_USER:-ringflow-services}
+  system_user "$SERVICE_USER"
+  WORKER_USER=${SERVICES_WORKER_USER:-${SUDO_USER:-root}}
+  id "$WORKER_USER" >/dev/null 2>&1 || fail "SERVICES_WORKER_USER $WORKER_USER is no user of this machine"
+  # the Python this checkout's environment runs on, wherever it lies (pyenv's under /root, say): scripts/run_as.sh
+  local python_home
+  python_home=$(dirname "$(dirname "$(readlink -f "$BIN/python")")")
+  AS_SERVICE=("$ROOT/scripts/run_as.sh" "$SERVICE_USER" "$python_home" "$ROOT/.venv" "$SH" --)
+  [ "$WORKER_USER" = root ] || AS_WORKER=("$ROOT/scripts/run_as.sh" "$WORKER_USER" "$python_home" "$ROOT" "$SH" --)
+}
+
+service_files() {  # what the servers read and write: their user's own, of mode 0600 / 0700
+  local folder folders=("$SH/prefect" "$SH/home")
+  [ -n "${SERVICES_ARTIFACTS:-}" ] || folders+=("$SH/mlflow-artifacts")
+  mkdir -p "${folders[@]}" && chmod 700 "${folders[@]}"
+  [ "$SERVICE_USER" != "$(id -un)" ] || return 0
+  chown "$SERVICE_USER" "$SH/pgpass" "$SH/mlflow-auth.ini"
+  for folder in "${folders[@]}"; do  # (data of an earlier version, made by root: once)
+    [ "$(stat -c %U "$folder")" = "$SERVICE_USER" ] || chown -R "$SERVICE_USER:" "$folder"
+  done
+}
 
 secret_file() {  # $1 path: a file only its owner reads, created so (never readable by others, even briefly)
   (umask 077 && : > "$1") && chmod 600 "$1"  # a file made before with a looser mode is made private too
@@ -96,6 +127,7 @@ write_secrets() {  # the passwords (and the MLflow app's CSRF key), each made on
   . "$SH/secrets.env"
   secret_file "$SH/pgpass"  # libpq and asyncpg read the database password here (PGPASSFILE)
   printf '127.0.0.1:*:*:%s:%s\n' "$DB_ROLE" "$DB_PASSWORD" > "$SH/pgpass"
+  mlflow_auth_file
 }
 
 init_database_cluster() {
@@ -164,30 +196,29 @@ allowed_hosts() {  # $1 port: the names a client may call this machine by, with 
 }
 
 start_mlflow() {  # the settings travel in the environment (exported in a subshell: no `env A=B` on a command line)
-  local auth=()
-  if secured; then mlflow_auth_file; auth=(--app-name basic-auth); fi
   (
-    # the server reads the auth app's file for every run search; without the app, MLflow's own default
-    secured && export MLFLOW_AUTH_CONFIG_PATH="$SH/mlflow-auth.ini"
-    export PGPASSFILE="$SH/pgpass"
+    cd "$SH/home"  # the service user's own folder (it may not enter the checkout, nor read a .env there)
+    export MLFLOW_AUTH_CONFIG_PATH="$SH/mlflow-auth.ini"  # the auth app reads it, for every run search too
+    export HOME="$SH/home" PGPASSFILE="$SH/pgpass"
     export MLFLOW_FLASK_SERVER_SECRET_KEY="$MLFLOW_SECRET_KEY"
     export MLFLOW_BACKEND_STORE_URI="postgresql+psycopg2://$DB_ROLE@127.0.0.1:$PG_PORT/mlflow"
     export MLFLOW_ARTIFACTS_DESTINATION="${SERVICES_ARTIFACTS:-$SH/mlflow-artifacts}"
     # the Host headers it answers (MLflow refuses others with 403): this address and this machine's names
     export MLFLOW_SERVER_ALLOWED_HOSTS="${SERVICES_ALLOWED_HOSTS:-$(allowed_hosts "$MLFLOW_PORT")}"
-    start_component mlflow "$BIN/mlflow" server --host "$HOST" --port "$MLFLOW_PORT" --serve-artifacts --workers 2 \
-      "${auth[@]}"
+    start_component mlflow "${AS_SERVICE[@]}" "$BIN/mlflow" server --host "$HOST" --port "$MLFLOW_PORT" \
+      --serve-artifacts --workers 2 --app-name basic-auth
   )
   wait_http mlflow "http://$HOST:$MLFLOW_PORT/health"
 }
 
 start_prefect() {
   (
-    secured && export PREFECT_SERVER_API_AUTH_STRING="$DB_ROLE:$PREFECT_PASSWORD"
-    export PREFECT_HOME="$SH/prefect" PGPASSFILE="$SH/pgpass" PREFECT_SERVER_ANALYTICS_ENABLED=false
+    cd "$SH/home"
+    export PREFECT_SERVER_API_AUTH_STRING="$DB_ROLE:$PREFECT_PASSWORD"
+    export HOME="$SH/home" PREFECT_HOME="$SH/prefect" PGPASSFILE="$SH/pgpass" PREFECT_SERVER_ANALYTICS_ENABLED=false
     export PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://$DB_ROLE@127.0.0.1:$PG_PORT/prefect"
     export PREFECT_UI_API_URL="http://$HOST:$PREFECT_PORT/api"
-    start_component prefect "$BIN/prefect" server start --host "$HOST" --port "$PREFECT_PORT"
+    start_component prefect "${AS_SERVICE[@]}" "$BIN/prefect" server start --host "$HOST" --port "$PREFECT_PORT"
   )
   wait_http prefect "http://$HOST:$PREFECT_PORT/api/health"
 }
@@ -198,10 +229,8 @@ write_client_env() {  # what a shell, a checkout or a worker needs to use the se
     echo "export MLFLOW_TRACKING_URI=http://$HOST:$MLFLOW_PORT"
     echo "export RINGFLOW_CREDENTIALS_FOR=http://$HOST:$MLFLOW_PORT"  # the credentials below go to no other server
     echo "export PREFECT_API_URL=http://$HOST:$PREFECT_PORT/api"
-    if secured; then
-      echo "export MLFLOW_TRACKING_USERNAME=$DB_ROLE MLFLOW_TRACKING_PASSWORD=$MLFLOW_PASSWORD"
-      echo "export PREFECT_API_AUTH_STRING=$DB_ROLE:$PREFECT_PASSWORD"
-    fi
+    echo "export MLFLOW_TRACKING_USERNAME=$DB_ROLE MLFLOW_TRACKING_PASSWORD=$MLFLOW_PASSWORD"
+    echo "export PREFECT_API_AUTH_STRING=$DB_ROLE:$PREFECT_PASSWORD"
   } > "$SH/client.env"
 }
 
@@ -222,7 +251,14 @@ start_worker() {
   . "$SH/client.env"
   mirror_checkout
   bash scripts/serve.sh deploy > "$LOGS/deploy.log" 2>&1 || fail "prefect deploy failed; see $LOGS/deploy.log"
-  start_component worker "$BIN/prefect" worker start --pool ringflow-local --name "ringflow-worker-$(hostname)"
+  if [ ${#AS_WORKER[@]} -gt 0 ]; then
+    "${AS_WORKER[@]}" test -w "$ROOT" || fail "the worker's user $WORKER_USER cannot write this checkout ($ROOT)"
+  fi
+  (
+    [ ${#AS_WORKER[@]} -eq 0 ] || HOME=$(getent passwd "$WORKER_USER" | cut -d: -f6)
+    start_component worker "${AS_WORKER[@]}" "$BIN/prefect" worker start --pool ringflow-local \
+      --name "ringflow-worker-$(hostname)"
+  )
 }
 
 stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process groups at once, KILL to those left after
@@ -290,8 +326,9 @@ print_ready() {
   echo "Prefect: http://$HOST:$PREFECT_PORT  (PostgreSQL database prefect; work pool ringflow-local, a worker here)"
   echo "remote pool ringflow-remote: commit ${RINGFLOW_COMMIT:0:12} of $RINGFLOW_REPOSITORY; on another host:" \
     "scripts/remote_worker.sh CLIENT_ENV"
-  if secured; then
-    echo "authentication is on (user $DB_ROLE); the credentials are in $SH/client.env (mode 0600)"
+  echo "authentication is on (user $DB_ROLE); the credentials are in $SH/client.env (mode 0600)"
+  echo "the servers run as $SERVICE_USER, the worker as $WORKER_USER"
+  if on_network; then
     echo "warning: basic authentication over plain HTTP: anyone on the network path to $HOST reads the password;" \
       "put TLS in front (a reverse proxy, docs/team.md)"
   fi
@@ -304,9 +341,9 @@ up() {
   [ -x "$BIN/mlflow" ] || fail "no environment in $ROOT/.venv: run make setup"
   PG_BIN=$(pg_bin); DB_USER=$(db_user)
   mkdir -p "$SH" "$RUN" "$LOGS" && chmod 711 "$SH" && chmod 700 "$RUN" "$LOGS"
-  # the artifacts the MLflow server keeps here: its user's alone (the team reaches them through the server)
-  [ -n "${SERVICES_ARTIFACTS:-}" ] || { mkdir -p "$SH/mlflow-artifacts" && chmod 700 "$SH/mlflow-artifacts"; }
+  choose_users
   write_secrets
+  service_files
   init_database_cluster
   refuse_second_start
   trap 'stop_and_exit $?' EXIT  # a server died (or up failed)
@@ -351,7 +388,9 @@ pause() {  # $1 mlflow | prefect, $2 --kill: one server stopped (killed) while t
 
 resume() {  # $1 mlflow | prefect: started again on the same data, ports and credentials
   [ -f "$RUN/$1.paused" ] || fail "the $1 server of $SH was not stopped with services.sh stop"
+  choose_users
   write_secrets
+  service_files
   "start_$1"
   rm -f "$RUN/$1.paused"
   say "$1 started"

@@ -1,6 +1,7 @@
 """Shared test helpers: a private workspace or copy of the checkout, a real Prefect server, quiet environments."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -114,10 +115,13 @@ def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def api_call(api: str, path: str, body: Any = None) -> Any:
-    """JSON from the Prefect REST API: POST when body is given, else GET."""
+def api_call(api: str, path: str, body: Any = None, auth: str | None = None) -> Any:
+    """JSON from the Prefect REST API: POST when body is given, else GET; auth: a server's `user:password`."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"{api}{path}", data=data, headers={"Content-Type": "application/json"},
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    request = urllib.request.Request(f"{api}{path}", data=data, headers=headers,
                                      method="GET" if body is None else "POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)

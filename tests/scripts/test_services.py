@@ -4,6 +4,8 @@ against them; the MLflow server is killed for 30 s and the Prefect server restar
 a second start finds the data again."""
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import subprocess
 import threading
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import requests
 
 from tests.helpers import BIN, ROOT, api_call, make_workspace, quiet_env, run, workspace_env
 from tests.scripts.services import RUN_ID, Services, started_services
@@ -60,7 +63,10 @@ def test_copy_runs_moves_a_user_s_history_to_the_server_once(services: Services,
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     local_run = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
     copy = [str(BIN / "python"), "-m", "tasks", "copy-runs", "--to", services.client["MLFLOW_TRACKING_URI"]]
-    first, second = (run(copy, alone, workspace_env(alone)) for _ in range(2))
+    # the server's credentials, as a user takes them from client.env (authentication is on, on loopback too)
+    credentials = {name: services.client[name] for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+                                                             "RINGFLOW_CREDENTIALS_FOR")}
+    first, second = (run(copy, alone, workspace_env(alone, **credentials)) for _ in range(2))
     assert first.returncode == 0 and re.match(r"copied 1 runs and 1 model versions", first.stdout), first.stderr
     assert second.stdout.startswith("copied 0 runs and 0 model versions (1 runs and 1 versions were there already)")
     found = services.mlflow("runs/search", {"experiment_ids": [experiment_id(services)],
@@ -115,12 +121,15 @@ def test_the_mlflow_server_killed_for_30_s_loses_no_epoch(services: Services, tm
     assert services.script("start", "mlflow").returncode == 0
     assert process.wait(timeout=900) == 0, lines.text[-3000:]
     run_id = RUN_ID.search(lines.text)[1]  # type: ignore[index]
-    from mlflow.tracking import MlflowClient
-    client = MlflowClient(services.client["MLFLOW_TRACKING_URI"])
-    assert client.get_run(run_id).info.status == "FINISHED"
+    assert services.mlflow(f"runs/get?run_id={run_id}")["run"]["info"]["status"] == "FINISHED"
     for key in ("loss", "val_accuracy", "images_per_sec"):
-        steps = sorted(metric.step for metric in client.get_metric_history(run_id, key))  # PostgreSQL's order
-        assert steps == list(range(epochs)), key  # each epoch once: none lost, none logged twice
+        assert logged_steps(services, run_id, key) == list(range(epochs)), key  # each epoch once: none lost or twice
+
+
+def logged_steps(services: Services, run_id: str, key: str) -> list[int]:
+    """The steps a metric of the run was logged at, sorted (PostgreSQL's order is not theirs)."""
+    history = services.mlflow(f"metrics/get-history?run_id={run_id}&metric_key={key}")["metrics"]
+    return sorted(int(metric["step"]) for metric in history)
 
 
 def test_a_tracking_server_away_longer_than_retry_minutes_stops_the_run_for_a_resume(services: Services,
@@ -143,11 +152,8 @@ def test_a_tracking_server_away_longer_than_retry_minutes_stops_the_run_for_a_re
                   services.user_env(workspace))
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
     assert RUN_ID.search(resumed.stdout)[1] == stopped[1]  # type: ignore[index]
-    from mlflow.tracking import MlflowClient
-    client = MlflowClient(services.client["MLFLOW_TRACKING_URI"])
-    assert client.get_run(stopped[1]).info.status == "FINISHED"
-    steps = sorted(metric.step for metric in client.get_metric_history(stopped[1], "val_accuracy"))
-    assert steps == list(range(epochs))
+    assert services.mlflow(f"runs/get?run_id={stopped[1]}")["run"]["info"]["status"] == "FINISHED"
+    assert logged_steps(services, stopped[1], "val_accuracy") == list(range(epochs))
 
 
 def test_the_prefect_server_restarted_mid_run(services: Services, tmp_path: Path) -> None:
@@ -160,7 +166,8 @@ def test_the_prefect_server_restarted_mid_run(services: Services, tmp_path: Path
     run_id = RUN_ID.search(lines.text)[1]  # type: ignore[index]
     api = services.client["PREFECT_API_URL"]
     flow_runs = api_call(api, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"is_null_": True}},
-                                                     "sort": "START_TIME_DESC", "limit": 1})  # not a scheduled one
+                                                     "sort": "START_TIME_DESC", "limit": 1},  # not a scheduled one
+                         auth=services.client["PREFECT_API_AUTH_STRING"])
     assert flow_runs[0]["state_type"] == "COMPLETED", flow_runs[0]["state"]
     assert run_id in lines.text
 
@@ -179,7 +186,7 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
     assert time.monotonic() - started < 60
     assert not [group for group in groups if alive(-group)]  # both servers and the worker, with their children
     assert not alive(postgres) and not (services.home / "postgres" / "data" / "postmaster.pid").exists()
-    private_files = ("secrets.env", "client.env", "pgpass")  # (mlflow-auth.ini: only with authentication on)
+    private_files = ("secrets.env", "client.env", "pgpass", "mlflow-auth.ini")
     for private in private_files:  # loosened meanwhile, by anyone
         (services.home / private).chmod(0o644)
     services.start()
@@ -188,6 +195,41 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
         assert stat_mode(services.home / private) == 0o600, private  # made private again by the start
     for folder in ("logs", "run", "mlflow-artifacts"):
         assert stat_mode(services.home / folder) == 0o700, folder
+
+
+def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_without_credentials(
+        services: Services) -> None:
+    """Started by root, MLflow and Prefect (with every process they started) run as the service user, the worker as
+    the user who started them; every local user reaches 127.0.0.1, so neither server answers without credentials."""
+    assert os.getuid() == 0  # (the suite runs as root, as CI does)
+    users = {path.stem: group_users(int(path.read_text().split()[0])) for path in (services.home / "run").glob("*.pid")
+             if path.stem != "services"}
+    assert users == {"mlflow": {"ringflow-services"}, "prefect": {"ringflow-services"}, "worker": {"root"}}
+    mlflow_uri, prefect_api = services.client["MLFLOW_TRACKING_URI"], services.client["PREFECT_API_URL"]
+    assert mlflow_uri.startswith("http://127.0.0.1:") and prefect_api.startswith("http://127.0.0.1:")
+    search = f"{mlflow_uri}/api/2.0/mlflow/experiments/search"
+    assert requests.post(search, json={"max_results": 1}, timeout=30).status_code == 401
+    assert "experiments" in services.mlflow("experiments/search", {"max_results": 1})
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, timeout=30).status_code == 401
+    user, password = services.client["PREFECT_API_AUTH_STRING"].split(":", 1)
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, auth=(user, password), timeout=30).ok
+    # what the servers keep is theirs alone
+    for name in ("prefect", "mlflow-artifacts", "pgpass", "mlflow-auth.ini"):
+        assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name
+
+
+def group_users(group: int) -> set[str]:
+    """The users that the processes of a process group run as."""
+    users = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = (status.parent / "stat").read_text().rsplit(")", 1)[1].split()
+            uid = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("Uid:"))
+        except OSError:  # gone while looking
+            continue
+        if int(fields[2]) == group:
+            users.add(pwd.getpwuid(int(uid)).pw_name)
+    return users
 
 
 def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:

@@ -126,3 +126,17 @@ def test_the_result_is_the_model_its_spec_and_a_summary_of_the_run(digits_data: 
                        "learning_rate": 0.002, "warmup_start_learning_rate": 0.001, "warmup_steps": 8,
                        "resumed_from_epoch": 3, "precision": "fp32", "records_per_rank": [628, 629],
                        "dropped_per_rank": [628 - 4 * 128, 629 - 4 * 128], "history": {"loss": [0.5, 0.25]}}
+
+
+def test_fit_s_training_iterator_is_held_until_the_process_ends() -> None:
+    """Deleting it at the end of fit would wait for tf.data's autotuning round: it is kept, and fit trains as before
+    (the process ends by os._exit, which deletes nothing)."""
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=session.loss_function())
+    endless = tf.data.Dataset.from_tensor_slices((np.ones((8, 4), np.float32), np.zeros(8, np.int64))).batch(4)
+    held_before = len(session._HELD_INPUTS)
+    session.hold_training_input(model)
+    history = model.fit(endless.repeat().prefetch(tf.data.AUTOTUNE), epochs=2, steps_per_epoch=3, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert len(session._HELD_INPUTS) == held_before + 1  # one iterator for every epoch of the endless dataset
+    assert isinstance(session._HELD_INPUTS[-1], tf.data.Iterator)

@@ -173,6 +173,7 @@ def train(config: TrainerConfig) -> None:
             print(resumed_line(started), flush=True)
         # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
         callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
+        session.hold_training_input(model)
         history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
                             steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
                             **validation_args(config, run))

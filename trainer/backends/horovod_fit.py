@@ -62,6 +62,7 @@ def train(config: TrainerConfig) -> None:
                               job.checkpoint_owner)
     started = horovod_common.resume(config, checkpoints)
     hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
+    session.hold_training_input(model)
     history = model.fit(**fit_inputs(config, run, rank, size), epochs=train_params.epochs, initial_epoch=started,
                         verbose=0, callbacks=callbacks(config, run, rank, size, checkpoints))
     session.print_weights_digest(model, f"rank={rank}")  # Horovod: every rank, to compare

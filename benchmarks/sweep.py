@@ -77,6 +77,8 @@ def main() -> None:
     print(f"S2 make run x {len(runs)}, one after another: {sum(runs):.1f} s (each {statistics.median(runs):.1f} s "
           f"median)")
     print(f"sweep / sequential: {swept / sum(runs):.2f} (goal <= 0.6)")
+    for folder in (base / "sweep", sequential):  # the local Prefect server each clone's runs started and left
+        subprocess.run(["make", "-s", "stop"], cwd=folder, capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
 
 

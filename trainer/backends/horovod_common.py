@@ -5,9 +5,9 @@ import os
 import socket
 
 import horovod.tensorflow as hvd_tf
-import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 
+from trainer.backends.horovod_keras import hvd
 from trainer.checkpoint_files import check_epochs_left
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 
 from trainer import session
 from trainer.backends import horovod_common, horovod_fit
+from trainer.backends.horovod_keras import hvd
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.protocol import elastic_start_line, resumed_line

@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 import horovod.tensorflow as hvd_tf
-import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 
 from trainer import session
 from trainer.backends import horovod_common
+from trainer.backends.horovod_keras import hvd
 from trainer.callbacks import CheckpointEveryEpoch, MetricAverage
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig

@@ -5,11 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import horovod.tensorflow.keras as hvd
-
 from tests.trainer.backends.one_process import FAILED, Trained
 from tests.trainer.configs import trainer_config
 from trainer.backends.horovod_common import compression
+from trainer.backends.horovod_keras import hvd
 from trainer.protocol import parse_epoch_line, parse_placed, resumed_epochs
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import horovod.tensorflow.keras as hvd
 import pytest
 import tensorflow as tf
 
@@ -12,6 +11,7 @@ from tests.trainer.backends.one_process import Trained
 from tests.trainer.configs import OWNER, trainer_config
 from trainer import session
 from trainer.backends.horovod_fit import callbacks
+from trainer.backends.horovod_keras import hvd
 from trainer.callbacks import CheckpointEveryEpoch, EpochReport, MetricAverage, Throughput
 from trainer.checkpoint_files import saved_epochs
 from trainer.checkpoints import Checkpoints

@@ -112,7 +112,7 @@ build_horovod_wheel() {
 install_horovod() {
   local installed_marker="$VENV/.ringflow-horovod"
   if [ -f "$installed_marker" ] && [ "$(cat "$installed_marker")" = "$WHEEL_DIR" ] \
-      && "$VENV/bin/pip" show -q horovod >/dev/null 2>&1; then
+      && compgen -G "$VENV/lib/python3*/site-packages/horovod-*.dist-info/RECORD" >/dev/null; then  # not pip show: 0.6 s
     log "Horovod already installed"
     return
   fi

@@ -216,6 +216,16 @@ def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_withou
     # what the servers keep is theirs alone
     for name in ("prefect", "mlflow-artifacts", "pgpass", "mlflow-auth.ini"):
         assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name
+    # a worker checks the password once in a while, not at each of a run's few hundred requests (0.1-0.4 s of CPU each)
+    assert auth_cache_seconds(services.home / "mlflow-auth.ini") >= 60
+
+
+def auth_cache_seconds(config: Path) -> int:
+    """How long the MLflow server's workers keep a checked password, as MLflow reads its auth config."""
+    read = "from mlflow.server.auth.config import read_auth_config; print(read_auth_config().auth_cache_ttl_seconds)"
+    done = subprocess.run([str(BIN / "python"), "-c", read], env=dict(os.environ, MLFLOW_AUTH_CONFIG_PATH=str(config)),
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout)
 
 
 def group_users(group: int) -> set[str]:

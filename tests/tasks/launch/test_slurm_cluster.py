@@ -248,8 +248,11 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
     import os
     import signal
     workspace = make_workspace(tmp_path / "workspace")
-    # epochs enough that the orphan is still training when the resume submits (about 0.3 s each here)
-    command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm", "--set=train.epochs=200"]
+    # epochs enough that the orphan is still training when the resume submits, about 10 s after its start (0.3 s
+    # each here: 30 s in all; were it done, its job would be COMPLETED, not CANCELLED, and the test would fail)
+    epochs = 100
+    command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm",
+               f"--set=train.epochs={epochs}"]
     job = subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     assert job.stdout is not None
@@ -273,7 +276,7 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlruns' / 'mlflow.db'}")
     steps = [metric.step for metric in client.get_metric_history(run_id, "loss")]
-    assert sorted(set(steps)) == list(range(200)), steps  # every epoch (one resumed may be trained again)
+    assert sorted(set(steps)) == list(range(epochs)), steps  # every epoch (one resumed may be trained again)
     assert client.get_run(run_id).info.status == "FINISHED"
 
 

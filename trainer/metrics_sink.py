@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
-from typing import Any, Callable
+from typing import Callable
 
 from trainer.config import JobSpec
 from trainer.metric_log import SPOOL_FILE, BackgroundMetricLog
@@ -28,20 +28,16 @@ def load_tracking_settings() -> None:
 
 
 def mlflow_epoch_logger(run_id: str) -> Callable[[int, dict[str, float], int], None]:
-    """Each epoch's metrics into the MLflow run `run_id` (the store in MLFLOW_TRACKING_URI). MLflow is imported and
-    its store opened at the first epoch sent, in the sender's thread: about 3 s of a core that rank 0 would otherwise
-    spend before its first epoch, while the other ranks wait for it at their first allreduce."""
+    """Each epoch's metrics into the MLflow run `run_id` (the store in MLFLOW_TRACKING_URI)."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
     load_tracking_settings()
     # one try per call, answered or not in 10 s: the background sender does the retrying, in order, bounded
     os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="10")
-    clients: list[Any] = []
+    client = MlflowClient()
 
     def log_epoch(epoch: int, metrics: dict[str, float], stamp: int) -> None:
-        from mlflow.entities import Metric
-        from mlflow.tracking import MlflowClient
-        if not clients:
-            clients.append(MlflowClient())
-        clients[0].log_batch(run_id, metrics=[Metric(key, value, stamp, epoch) for key, value in metrics.items()])
+        client.log_batch(run_id, metrics=[Metric(key, value, stamp, epoch) for key, value in metrics.items()])
 
     return log_epoch
 

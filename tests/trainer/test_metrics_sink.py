@@ -48,18 +48,3 @@ def test_with_a_run_id_each_epoch_goes_into_that_mlflow_run(tmp_path: Path, monk
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [(0, 0.5), (1, 0.25)]
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "accuracy")] == [(0, 0.75), (1, 0.875)]
     assert capsys.readouterr().out == ""  # not also as lines: the launcher would log them twice
-
-
-def test_rank_0_starts_training_without_waiting_for_mlflow(tmp_path: Path) -> None:
-    """Making the sink imports no MLflow (about 3 s of a core before the first epoch, which every other rank would
-    wait for at its first allreduce): the sender's thread imports it at the first epoch it sends."""
-    import os
-    import subprocess
-    import sys
-    env = dict(os.environ, MLFLOW_RUN_ID="r", MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    made = ("import sys; from tests.trainer.test_metrics_sink import job; "
-            "from pathlib import Path; from trainer.metrics_sink import metric_sink; "
-            f"metric_sink(job(Path({str(tmp_path)!r}))); print(sorted(m for m in sys.modules if m.startswith('mlflow')))")
-    done = subprocess.run([sys.executable, "-c", made], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parents[2], env=env)
-    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr[-2000:]

@@ -10,7 +10,7 @@ import re
 HEARTBEAT_LINE = "ringflow_heartbeat"  # a sign of life, every few seconds
 HEARTBEAT_END_LINE = "ringflow_heartbeat_end"  # the process is ending of its own accord: no more beats to expect
 HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0: no heartbeat
-RANK_SECRETS_ENV = "RINGFLOW_RANK_SECRETS"  # a file (mode 0600) of what rank 0's MLflow client needs, if it logs
+METRICS_SPOOL_ENV = "RINGFLOW_METRICS_SPOOL"  # set by the launcher when rank 0 shares its filesystem: spool each epoch
 METRICS_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
 
 _PLACED = re.compile(r"rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+)$")
@@ -81,7 +81,7 @@ def parse_epoch_line(text: str) -> tuple[int, dict[str, float]] | None:
 
 
 def metrics_line(epoch: int, metrics: dict[str, float]) -> str:
-    """One epoch's metrics as the line the launcher relays to MLflow (hosts without the launcher's filesystem)."""
+    """One epoch's metrics as the line the launcher logs to the run's MLflow run."""
     return METRICS_PREFIX + json.dumps({"epoch": epoch, "metrics": metrics})
 
 

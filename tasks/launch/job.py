@@ -1,21 +1,14 @@
 """A training job: write its configuration, ship what hosts without the shared filesystem need, launch its
-processes and wait, bring rank 0's results back; rank 0 logs to MLflow."""
+processes and wait, bring rank 0's results back; rank 0's metric lines logged to its MLflow run."""
 from __future__ import annotations
 
-import os
 import shlex
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from tasks.atomic import atomic_dir
-from tasks.launch.environment import (
-    held_rank_secrets,
-    rank_environment,
-    remove_abandoned_secrets,
-    tracking_environment,
-)
+from tasks.launch.environment import rank_environment
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, trained_already, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
@@ -103,42 +96,28 @@ def noting_scheduler_jobs(run_id: str | None, on_line: Callable[[str], None]) ->
     return handle
 
 
-@contextmanager
-def rank_secrets(config_file: Path, run_id: str | None) -> Iterator[Path | None]:
-    """The file of what rank 0's MLflow client needs, beside the job's configuration, while the job runs, when it
-    logs to the run itself (None: it prints its metrics for the launcher and needs no tracking settings). One a
-    killed launcher left, in this run's folder or any run's of the workspace, is removed first."""
-    remove_abandoned_secrets([config_file.parent.parent, *(OUTPUTS_DIR / "runs").glob("*")])
-    if run_id is None:
-        yield None
-        return
-    with held_rank_secrets(config_file.parent, tracking_environment(os.environ)) as path:
-        yield path
-
-
 def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
            on_line: Callable[[str], None]) -> None:
     """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
     start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
-    direct_run_id = None if check.unshared_hosts else run_id  # else rank 0's lines carry its metrics here
-    with rank_secrets(config_file, direct_run_id) as secrets_file:
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            ports = pick_ports(port_hosts(params))  # on the host that listens on each
-            env = rank_environment(direct_run_id, secrets_file)
-            processes = launch_plan(params, check.controller, config_file, env, ports)
-            prepare_launch(params, check.controller, config_file, env)
-            for process in processes:
-                on_line("launching: " + redact(shlex.join(process.command)))
-            relay = MetricRelay(run_id, job, noting_scheduler_jobs(run_id, on_line))
-            try:
-                run_job(processes, params, job, config_file, check, relay)
-                return
-            except RankFailed as failure:
-                if not failure.port_taken or attempt == PORT_ATTEMPTS:
-                    raise
-                on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
-            finally:
-                relay.close()
+    shared = not check.unshared_hosts  # rank 0 writes the metric spool here itself, before it prints each epoch
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        ports = pick_ports(port_hosts(params))  # on the host that listens on each
+        env = rank_environment(spool_metrics=shared)
+        processes = launch_plan(params, check.controller, config_file, env, ports)
+        prepare_launch(params, check.controller, config_file, env)
+        for process in processes:
+            on_line("launching: " + redact(shlex.join(process.command)))
+        relay = MetricRelay(run_id, job, noting_scheduler_jobs(run_id, on_line), spooled_by_rank=shared)
+        try:
+            run_job(processes, params, job, config_file, check, relay)
+            return
+        except RankFailed as failure:
+            if not failure.port_taken or attempt == PORT_ATTEMPTS:
+                raise
+            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+        finally:
+            relay.close()
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
@@ -146,8 +125,8 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
     """Launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
 
     `check`: what the run's preflight found (None: run the preflight now). The job resumes from the latest
-    checkpoint in checkpoint_dir when it holds one of the same config and code. Rank 0 logs to the MLflow run
-    `run_id` (when given), through its output lines when hosts do not share this machine's filesystem.
+    checkpoint in checkpoint_dir when it holds one of the same config and code. Rank 0's metrics go to the MLflow run
+    `run_id` (when given) through its output lines, which this process logs.
     """
     if trained_already(params, data_dir, out_dir, checkpoint_dir):
         on_line(f"training: this run's job had trained all {params.train.epochs} epochs into {out_dir}; recording it")

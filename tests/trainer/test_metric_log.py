@@ -1,55 +1,9 @@
-"""Epoch metrics sent in the background: training does not wait for the server, every epoch is spooled first, sent in
-order once the server answers again, and after the retry window only the spool keeps them (one line says so)."""
+"""The metric spool: one line per epoch on disk; a line cut short by a killed process is left out."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-import pytest
-
-from trainer.metric_log import BackgroundMetricLog, append_to_spool, read_spool
-
-
-class FlakyServer:
-    """Takes metrics once `up` is set; raises ConnectionError before."""
-
-    def __init__(self) -> None:
-        self.up = threading.Event()
-        self.received: list[tuple[int, dict[str, float]]] = []
-        self.stamps: list[int] = []
-        self.refused = 0
-
-    def send(self, epoch: int, metrics: dict[str, float], stamp: int) -> None:
-        if not self.up.is_set():
-            self.refused += 1
-            raise ConnectionError("Connection refused")
-        self.received.append((epoch, metrics))
-        self.stamps.append(stamp)
-
-
-def test_epochs_wait_for_the_server_in_order_and_training_does_not(tmp_path: Path) -> None:
-    server = FlakyServer()
-    log = BackgroundMetricLog(server.send, tmp_path / "spool.jsonl", retry_seconds=60, first_pause=0.01)
-    for epoch in range(3):
-        log(epoch, {"loss": 1.0 / (epoch + 1)})  # returns at once though nothing is taken
-    assert server.received == [] and len(read_spool(tmp_path / "spool.jsonl")) == 3
-    server.up.set()
-    assert log.close() == 0
-    assert server.received == [(0, {"loss": 1.0}), (1, {"loss": 0.5}), (2, {"loss": 1 / 3})]
-    assert server.refused >= 1 and not log.gave_up
-    # each epoch keeps the time it was reported: a batch sent again is the same batch, which the store keeps once
-    assert server.stamps == [stamp for _, _, stamp in read_spool(tmp_path / "spool.jsonl")]
-
-
-def test_after_the_retry_window_the_spool_keeps_what_was_not_sent(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    server = FlakyServer()
-    log = BackgroundMetricLog(server.send, tmp_path / "spool.jsonl", retry_seconds=0.2, first_pause=0.01)
-    log(0, {"loss": 0.5})
-    log(1, {"loss": 0.25})
-    assert log.close() == 2 and log.gave_up
-    assert capsys.readouterr().err.strip().endswith(f"epochs from 0 on wait in {tmp_path / 'spool.jsonl'}")
-    assert [spooled[:2] for spooled in read_spool(tmp_path / "spool.jsonl")] == [(0, {"loss": 0.5}), (1, {"loss": 0.25})]
+from trainer.metric_log import append_to_spool, read_spool
 
 
 def test_a_spool_line_cut_short_by_a_killed_process_is_left_out(tmp_path: Path) -> None:

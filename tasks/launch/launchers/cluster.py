@@ -15,12 +15,12 @@ from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
-from trainer.protocol import HEARTBEAT_ENV, RANK_SECRETS_ENV
+from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 # ssh passes almost none of the environment: what a process started on another host needs, named (on its command
-# line, so nothing secret: MLflow's settings travel in the file RANK_SECRETS_ENV names, see tasks/launch/environment.py)
-FORWARDED_OVER_SSH = ("TF_CONFIG", RANK_SECRETS_ENV, "MLFLOW_RUN_ID", "PYTHONPATH", "PYTHONUNBUFFERED",
+# line, so nothing secret: no rank needs a tracking setting, see tasks/launch/environment.py)
+FORWARDED_OVER_SSH = ("TF_CONFIG", METRICS_SPOOL_ENV, "PYTHONPATH", "PYTHONUNBUFFERED",
                       "TF_CPP_MIN_LOG_LEVEL", HEARTBEAT_ENV)
 UNPICKED_PORT = "<port>"  # a dry run's placeholder: ports are picked on their hosts at launch
 Placement = dict[str, list[str]]  # task type -> the host of each task

@@ -1,13 +1,15 @@
-"""The launcher's side of rank 0's metric lines: each epoch's metrics into the run's MLflow run, spooled first and
-sent in the background (trainer/metric_log), so a tracking server that is away a while holds up no output line and
-loses no epoch; the line itself is kept from the console (the epoch line says the same for people)."""
+"""The launcher's side of rank 0's metric lines: each epoch's metrics into the run's MLflow run, in the spool first
+(rank 0 wrote it there when it shares this filesystem) and sent in the background (metric_sender), so a tracking
+server that is away a while holds up no output line and loses no epoch; the line itself is kept from the console
+(the epoch line says the same for people)."""
 from __future__ import annotations
 
 from typing import Callable
 
+from tasks.launch.output.metric_sender import BackgroundMetricLog
 from tasks.tracking import mlflow_store
 from trainer.config import JobSpec
-from trainer.metric_log import SPOOL_FILE, BackgroundMetricLog
+from trainer.metric_log import SPOOL_FILE
 from trainer.protocol import CutShort, parse_metrics_line
 
 
@@ -15,11 +17,12 @@ class MetricRelay:
     """An on_line that logs metric lines (horovodrun's `[0]<stdout>:` prefix and all) to `run_id` and passes every
     other line to `on_line`; close() when the job has ended."""
 
-    def __init__(self, run_id: str | None, job: JobSpec, on_line: Callable[[str], None]) -> None:
+    def __init__(self, run_id: str | None, job: JobSpec, on_line: Callable[[str], None],
+                 spooled_by_rank: bool = False) -> None:
         self._on_line = on_line
         self._log = None if run_id is None else BackgroundMetricLog(
             lambda epoch, metrics, stamp: mlflow_store.log_metrics(run_id, metrics, epoch, stamp),
-            job.checkpoint_dir / SPOOL_FILE, job.metrics_retry_seconds)
+            job.checkpoint_dir / SPOOL_FILE, job.metrics_retry_seconds, spooled_already=spooled_by_rank)
 
     def __call__(self, line: str) -> None:
         try:

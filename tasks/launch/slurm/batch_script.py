@@ -19,16 +19,16 @@ from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
 from trainer.config import CONTROL_CHARACTER
-from trainer.protocol import HEARTBEAT_ENV, RANK_SECRETS_ENV
+from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV
 from trainer.slurm_cluster import PORTS_DIR_ENV
 
 SCRIPT_NAME = "job.sh"
 OUTPUT_PATTERN = "slurm-%j.out"  # in the job's directory: every rank's lines, tagged by rank (srun --label)
 STOPPED_ON_NOTICE_EXIT = 75  # the ranks stopped on Slurm's notice and the job may not be requeued: retry it
-# what the ranks need from the train step's environment, written into the script (nothing secret: MLflow's
-# settings travel in the file RANK_SECRETS_ENV names)
-EXPORTED = ("PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", "MLFLOW_RUN_ID",
-            RANK_SECRETS_ENV, HEARTBEAT_ENV)
+# what the ranks need from the train step's environment, written into the script (nothing secret: no rank needs a
+# tracking setting)
+EXPORTED = ("PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", METRICS_SPOOL_ENV,
+            HEARTBEAT_ENV)
 SRUN = ["srun", "--label", "--kill-on-bad-exit=1", "--distribution=block"]
 
 

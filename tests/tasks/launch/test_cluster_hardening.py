@@ -113,14 +113,13 @@ def test_no_secret_reaches_a_command_line_or_a_log(cluster: list[str], tracking_
     run_id = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
     from mlflow.tracking import MlflowClient
     history = MlflowClient(tracking_server).get_metric_history(run_id, "loss")
-    assert len({metric.step for metric in history}) == 3  # rank 0 on h1 logged each epoch through the server
+    assert len({metric.step for metric in history}) == 3  # rank 0 on h1 printed each epoch, the head logged it
     places = {"a command line": "\n".join(command_lines.seen), "the pipeline's output": done.stdout + done.stderr,
               "the Prefect log": prefect_log_messages(prefect_api),
               "the MLflow run": mlflow_run_text(tracking_server, run_id, tmp_path / "artifacts")}
     for place, text in places.items():
         for secret in (AWS_SECRET, PASSWORD):
             assert secret not in text, f"{secret} in {place}"
-    assert not list((workspace / "outputs").rglob(".rank-secrets.json"))  # the file went with the job
 
 
 def interactive_shell(commands: str, env: dict[str, str], seconds: float) -> tuple[str, bool]:

@@ -1,25 +1,16 @@
-"""What a job's processes inherit: an allow-list of this environment, never a secret; MLflow's settings in a file
-only its owner reads; printed commands with their credentials hidden."""
+"""What a job's processes inherit: an allow-list of this environment, never a secret and no tracking setting (rank 0
+prints its metrics for the launcher); printed commands with their credentials hidden."""
 from __future__ import annotations
 
 import json
 import os
-import stat
-from pathlib import Path
 
 import pytest
 
-from tasks.launch.environment import (
-    forwarded,
-    held_rank_secrets,
-    rank_environment,
-    remove_abandoned_secrets,
-    tracking_environment,
-)
-from tasks.paths import MLRUNS_DIR, ROOT
+from tasks.launch.environment import forwarded, rank_environment
+from tasks.paths import ROOT
 from tasks.redaction import is_secret, redact
-from trainer.metrics_sink import load_tracking_settings
-from trainer.protocol import RANK_SECRETS_ENV
+from trainer.protocol import METRICS_SPOOL_ENV
 
 PASSWORD_URI = "http://ringflow:hunter2@tracking.example:5000"
 
@@ -64,71 +55,15 @@ def test_the_forwarded_part_never_holds_a_url_with_a_password() -> None:
         {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def test_rank_0_logs_to_the_run_it_is_given_with_its_settings_from_a_file(monkeypatch: pytest.MonkeyPatch,
-                                                                          tmp_path: Path) -> None:
-    monkeypatch.setenv("MLFLOW_RUN_ID", "inherited")
-    env = rank_environment("run-1", tmp_path / "secrets.json")
-    assert (env["MLFLOW_RUN_ID"], env[RANK_SECRETS_ENV]) == ("run-1", str(tmp_path / "secrets.json"))
-    assert "MLFLOW_TRACKING_URI" not in env
-    with pytest.raises(ValueError):
-        rank_environment("run-1")
-
-
-def test_without_a_run_no_inherited_run_reaches_the_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_RUN_ID", "inherited")
-    env = rank_environment()
-    assert "MLFLOW_RUN_ID" not in env and RANK_SECRETS_ENV not in env
-    assert os.environ["MLFLOW_RUN_ID"] == "inherited"  # this process's own environment is left alone
-
-
-def test_the_tracking_settings_name_this_workspace_s_store_or_the_configured_one(
+def test_no_tracking_setting_reaches_a_rank_and_rank_0_spools_only_beside_this_filesystem(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert tracking_environment({})["MLFLOW_TRACKING_URI"] == f"sqlite:///{MLRUNS_DIR / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", PASSWORD_URI)
-    settings = tracking_environment({"MLFLOW_TRACKING_TOKEN": "t", "MLFLOW_RUN_ID": "r", "HOME": "/h"})
-    assert settings == {"MLFLOW_TRACKING_URI": PASSWORD_URI, "MLFLOW_TRACKING_TOKEN": "t"}
-
-
-def test_the_settings_file_is_its_owner_s_alone_and_rank_0_reads_it(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
-    os.umask(old := os.umask(0))  # the most permissive umask: the file must still be private
-    try:
-        with held_rank_secrets(tmp_path, {"MLFLOW_TRACKING_URI": PASSWORD_URI}) as path:
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600
-            monkeypatch.setenv(RANK_SECRETS_ENV, str(path))
-            monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///unused.db")  # recorded: the test's end puts it back
-            monkeypatch.delenv("MLFLOW_TRACKING_URI")
-            load_tracking_settings()
-            assert os.environ["MLFLOW_TRACKING_URI"] == PASSWORD_URI
-            assert remove_abandoned_secrets([tmp_path.parent]) == [] and path.exists()  # held by its launcher
-    finally:
-        os.umask(old)
-    assert not path.exists()
-
-
-def test_a_secrets_file_a_killed_launcher_left_is_removed_at_the_next_launch(tmp_path: Path) -> None:
-    """SIGKILL of the launcher while its job runs: the file stays, unlocked; the next launch removes it."""
-    import signal
-    import subprocess
-    import sys
-    job_dir = tmp_path / "runs" / "abc" / ".model.tmp-1"
-    job_dir.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", f"""
-from pathlib import Path
-import time
-from tasks.launch.environment import held_rank_secrets
-with held_rank_secrets(Path({str(job_dir)!r}), {{"MLFLOW_TRACKING_URI": {PASSWORD_URI!r}}}):
-    print("held", flush=True)
-    time.sleep(600)
-"""], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    left = job_dir / ".rank-secrets.json"
-    assert remove_abandoned_secrets([job_dir.parent]) == [] and left.exists()  # its launcher runs
-    holder.send_signal(signal.SIGKILL)
-    holder.wait()
-    assert left.exists()
-    assert remove_abandoned_secrets([job_dir.parent]) == [left] and not left.exists()
+    for name, value in {"MLFLOW_RUN_ID": "inherited", "MLFLOW_TRACKING_URI": "http://tracking.example:5000",
+                        "MLFLOW_EXPERIMENT_NAME": "x", METRICS_SPOOL_ENV: "1"}.items():
+        monkeypatch.setenv(name, value)
+    shared, unshared = rank_environment(spool_metrics=True), rank_environment()
+    assert not [name for name in (*shared, *unshared) if name.startswith("MLFLOW_")]
+    assert shared[METRICS_SPOOL_ENV] == "1" and METRICS_SPOOL_ENV not in unshared
+    assert os.environ["MLFLOW_RUN_ID"] == "inherited"  # this process's own environment is left alone
 
 
 @pytest.mark.parametrize(("text", "shown"), [

@@ -24,6 +24,7 @@ from tasks.params import Params
 from trainer.checkpoint_files import OWNER_FILE
 from trainer.config import CONFIG_FILE_NAME, ElasticParams, JobSpec, TrainParams, read_config
 from trainer.model_io import write_train_summary
+from trainer.protocol import METRICS_SPOOL_ENV
 
 MANIFEST = {"image_shape": [8, 8, 1], "fingerprint": "f", "splits": {"train": {"count": 400,
                                                                              "shards": [{"count": 100}] * 4}}}
@@ -150,15 +151,16 @@ def test_any_other_failure_is_not_launched_again(tmp_path: Path, monkeypatch: py
     assert len(attempts.processes) == 1
 
 
-def test_rank_0_logs_to_the_run_itself_only_when_it_shares_this_filesystem(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rank_0_spools_its_metrics_itself_only_when_it_shares_this_filesystem(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     attempts = Attempts()
     monkeypatch.setattr(job_module, "run_job", attempts)
     launch(params(), job_for(tmp_path), tmp_path / "c.json", LaunchCheck("gloo"), "run-1", print)
     launch(params(), job_for(tmp_path), tmp_path / "c.json", LaunchCheck("gloo", unshared_hosts=("h2",)), "run-1",
            print)
     shared, unshared = (processes[0].env for processes in attempts.processes)
-    assert shared["MLFLOW_RUN_ID"] == "run-1" and "MLFLOW_RUN_ID" not in unshared
+    assert shared[METRICS_SPOOL_ENV] == "1" and METRICS_SPOOL_ENV not in unshared
+    assert "MLFLOW_RUN_ID" not in shared  # the launcher logs rank 0's metric lines: no rank talks to MLflow
 
 
 def test_a_trained_job_s_model_directory_appears_with_its_config_and_summary(

@@ -7,6 +7,7 @@ import pytest
 
 from tasks.launch.output.metrics_relay import MetricRelay
 from trainer.config import JobSpec
+from trainer.metric_log import SPOOL_FILE, read_spool
 from trainer.protocol import metrics_line
 
 
@@ -27,3 +28,4 @@ def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, 
     assert shown == ["[0]<stdout>:epoch 1: loss=0.9", "[0]<stdout>:epoch 2: loss=0.4"]
     history = client.get_metric_history(run_id, "loss")
     assert [(m.step, m.value) for m in history] == [(0, 0.9), (1, 0.4)]
+    assert len(read_spool(tmp_path / "checkpoints" / SPOOL_FILE)) == 2  # a rank on another host spools nothing here

@@ -61,11 +61,11 @@ def test_multiworker_picks_ports_on_each_node_then_starts_one_worker_per_task() 
 
 
 def test_the_script_exports_what_the_ranks_need_and_nothing_secret() -> None:
-    env = {"PYTHONPATH": "/shared/ringflow", "MLFLOW_RUN_ID": "abc", "RINGFLOW_RANK_SECRETS": "/x/.rank-secrets.json",
+    env = {"PYTHONPATH": "/shared/ringflow", "RINGFLOW_METRICS_SPOOL": "1", "MLFLOW_RUN_ID": "abc",
            "AWS_SECRET_ACCESS_KEY": "hidden", "MLFLOW_TRACKING_URI": "http://u:p@server"}
     script = batch_script(slurm_job(), "mpi", CONFIG, env, JOB_DIR)
-    assert "export PYTHONPATH=/shared/ringflow" in script and "export MLFLOW_RUN_ID=abc" in script
-    assert "hidden" not in script and "u:p@" not in script
+    assert "export PYTHONPATH=/shared/ringflow" in script and "export RINGFLOW_METRICS_SPOOL=1" in script
+    assert "hidden" not in script and "u:p@" not in script and "MLFLOW" not in script
 
 
 def test_notice_then_the_job_requeues_itself_or_exits_for_a_retry() -> None:

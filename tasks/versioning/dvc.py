@@ -1,6 +1,8 @@
 """version: record the prepared data in DVC (dvc.lock), push it to the remote, and name its version."""
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import yaml
 
 from tasks.atomic import atomic_dir, file_lock
 from tasks.paths import PREPARED_DIR, ROOT, WORKSPACE, Workspace
+from tasks.versioning.dvc_commands import FIRST_FAILED
 
 
 @dataclass(frozen=True)
@@ -24,16 +27,20 @@ class DataVersion:
 DVC_TIMEOUT_SECONDS = 1800
 
 
-def _dvc(*args: str, root: Path = WORKSPACE.root) -> str:
-    """Run one DVC command in the workspace, one at a time across its processes (DVC's own lock fails a second
-    command instead of waiting); a failure raises with DVC's own message."""
-    dvc = Path(sys.executable).with_name("dvc")
+def _dvc(*commands: list[str], root: Path = WORKSPACE.root) -> str:
+    """Run DVC commands in the workspace, in one process, one such process at a time across the workspace's
+    processes (DVC's own lock fails a second command instead of waiting); a failure raises with DVC's own message
+    and names the command that failed."""
     with file_lock(Workspace(root).locks_dir / "dvc.lock"):
-        done = subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True,
-                              timeout=DVC_TIMEOUT_SECONDS)
+        done = subprocess.run([sys.executable, "-m", "tasks.versioning.dvc_commands", json.dumps(commands)],
+                              cwd=root, capture_output=True, text=True, timeout=DVC_TIMEOUT_SECONDS,
+                              env=os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                              os.environ.get("PYTHONPATH")]))})
     if done.returncode != 0:
+        index = done.returncode - FIRST_FAILED
+        failed = commands[index] if 0 <= index < len(commands) else commands[-1]
         message = (done.stderr or done.stdout).strip().splitlines()
-        raise RuntimeError(f"dvc {' '.join(args)} failed: {message[-1] if message else done.returncode}")
+        raise RuntimeError(f"dvc {' '.join(failed)} failed: {message[-1] if message else done.returncode}")
     return done.stdout
 
 
@@ -74,8 +81,7 @@ def data_version(root: Path = WORKSPACE.root) -> DataVersion:
 def commit_stages(*stages: str, root: Path = WORKSPACE.root) -> None:
     """Record the current outputs of stages in dvc.lock and the DVC cache, and push them to the default remote:
     whatever dvc.lock records, another clone can pull."""
-    _dvc("commit", "--force", *stages, root=root)
-    _dvc("push", *stages, root=root)
+    _dvc(["commit", "--force", *stages], ["push", *stages], root=root)
 
 
 def version_data(root: Path = WORKSPACE.root) -> DataVersion:
@@ -101,7 +107,7 @@ def restore_data(data_hash: str, root: Path = WORKSPACE.root, target: Path = PRE
     ignored = gitignore.read_text() if gitignore.exists() else None
     pointer.write_text(_pointer_file(data_hash, name))
     try:
-        _dvc("pull", str(pointer.relative_to(root)), root=root)
+        _dvc(["pull", str(pointer.relative_to(root))], root=root)
         with atomic_dir(target) as tmp:
             tmp.rmdir()
             shutil.copytree(fetched, tmp)  # DVC may link files from its cache: copy before they are swapped in

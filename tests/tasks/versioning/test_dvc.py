@@ -87,3 +87,12 @@ def test_a_second_clone_pulls_every_output_dvc_lock_records(pipeline_run: Pipeli
     assert set(recorded) == {"data/prepared", "outputs/model", "outputs/savedmodel"}
     for path in recorded:
         assert dir_hashes(second / path) == pipeline_run.outputs[path], path
+
+
+def test_commands_run_in_one_process_and_a_failure_names_its_command_with_dvc_s_message(tmp_path: Path) -> None:
+    from tasks.versioning.dvc import _dvc
+    _dvc(["init", "--no-scm"], ["config", "core.autostage", "false"], root=tmp_path)
+    assert "autostage = false" in (tmp_path / ".dvc" / "config").read_text()  # both ran, in order
+    with pytest.raises(RuntimeError, match=r"^dvc push no-such-stage failed: .*no-such-stage") as failure:
+        _dvc(["status"], ["push", "no-such-stage"], ["config", "core.autostage", "true"], root=tmp_path)
+    assert "autostage = false" in (tmp_path / ".dvc" / "config").read_text(), failure.value  # the rest did not run

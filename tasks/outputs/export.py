@@ -1,6 +1,7 @@
 """export: a SavedModel with a serving signature, reloaded in a separate process and checked."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -52,21 +53,21 @@ def write_savedmodel(model_dir: Path, path: Path) -> None:
 
 
 class FreshProcessCheck:
-    """Probabilities from the SavedModel, computed in a fresh Python process: started before the SavedModel is
-    written (it imports TensorFlow meanwhile), asked once it is."""
+    """Probabilities from a SavedModel, computed in a fresh Python process: started ahead (it imports TensorFlow
+    meanwhile), asked once the SavedModel is written."""
 
-    def __init__(self, savedmodel: Path, work_dir: Path) -> None:
-        self.images_file, self.out_file = work_dir / "images.npy", work_dir / "probabilities.npy"
-        self.process = subprocess.Popen([sys.executable, "-m", "tasks.outputs.serve_check", str(savedmodel),
-                                         str(self.images_file), str(self.out_file)], cwd=ROOT, text=True,
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "tasks.outputs.serve_check"], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
-    def predictions(self, images: np.ndarray) -> np.ndarray:
-        np.save(self.images_file, images)
-        output, _ = self.process.communicate("go\n", timeout=600)
+    def predictions(self, savedmodel: Path, images: np.ndarray, work_dir: Path) -> np.ndarray:
+        images_file, out_file = work_dir / "images.npy", work_dir / "probabilities.npy"
+        np.save(images_file, images)
+        asked = json.dumps([str(savedmodel), str(images_file), str(out_file)]) + "\n"
+        output, _ = self.process.communicate(asked, timeout=600)
         if self.process.returncode != 0:
             raise RuntimeError(f"the SavedModel's reload failed: {(output.strip().splitlines() or ['no output'])[-1]}")
-        return np.load(self.out_file)
+        return np.load(out_file)
 
     def close(self) -> None:
         """Unasked (export failed before): the process ends at the end of its input."""
@@ -74,16 +75,32 @@ class FreshProcessCheck:
             self.process.communicate("", timeout=600)
 
 
+_started_ahead: list[FreshProcessCheck] = []  # at most one: the next export's, started while this process evaluates
+
+
+def start_reload_check_ahead() -> None:
+    """Start the next export's fresh process now: it imports TensorFlow on another core while this process
+    evaluates. Unused, it ends with this process (the end of its input)."""
+    if not _started_ahead:
+        _started_ahead.append(FreshProcessCheck())
+
+
+def reload_check() -> FreshProcessCheck:
+    """The fresh process started ahead (if it is still alive), else a new one."""
+    ahead = _started_ahead.pop() if _started_ahead else None
+    return ahead if ahead is not None and ahead.process.poll() is None else FreshProcessCheck()
+
+
 def export(model_dir: Path, export_dir: Path, data_dir: Path = PREPARED_DIR) -> ExportResult:
     """Write the SavedModel to export_dir only after its reload gives the trained model's predictions."""
     from trainer.model_io import load_model
     with tempfile.TemporaryDirectory() as work, atomic_dir(export_dir) as tmp:
-        check = FreshProcessCheck(tmp, Path(work))
+        check = reload_check()
         try:
             images = sample_test_images(data_dir, model_dir)
             expected = load_model(model_dir).predict(images, verbose=0)
             write_savedmodel(model_dir, tmp)
-            reloaded = check.predictions(images)
+            reloaded = check.predictions(tmp, images, Path(work))
         finally:
             check.close()
         max_abs_diff = float(np.max(np.abs(reloaded - expected)))

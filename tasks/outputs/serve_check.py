@@ -1,12 +1,13 @@
 """Load a SavedModel with tf.saved_model.load and run its serving signature: used in a fresh process.
 
-python -m tasks.outputs.serve_check SAVEDMODEL IMAGES.npy OUT.npy
+python -m tasks.outputs.serve_check, then on its standard input: ["SAVEDMODEL", "IMAGES.npy", "OUT.npy"]
 
-The process imports TensorFlow first and then waits for a line on its standard input before it reads the files, so
-that export can start it before the SavedModel exists (its start overlaps the writing); end of input: nothing to do.
+The process imports TensorFlow first and then waits for that line, so that it can be started before the SavedModel
+exists (its start overlaps the evaluation and the writing); end of input: nothing to do.
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -20,7 +21,7 @@ def predict(savedmodel: str, images: np.ndarray) -> np.ndarray:
 
 
 if __name__ == "__main__":
-    import tensorflow  # noqa: F401  (while the caller writes the SavedModel)
-    savedmodel_path, images_path, out_path = sys.argv[1:4]
-    if sys.stdin.readline():
+    import tensorflow  # noqa: F401  (while the caller evaluates and writes the SavedModel)
+    if asked := sys.stdin.readline():
+        savedmodel_path, images_path, out_path = json.loads(asked)
         np.save(out_path, predict(savedmodel_path, np.load(images_path)))

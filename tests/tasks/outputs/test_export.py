@@ -42,3 +42,16 @@ def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, di
     with pytest.raises(RuntimeError, match="the SavedModel's reload failed: "):
         export(exported.model_dir, tmp_path / "savedmodel", digits_data)
     assert not (tmp_path / "savedmodel").exists()
+
+
+def test_the_fresh_process_started_ahead_is_the_one_asked_and_a_dead_one_is_replaced(
+        exported: Exported, digits_data: Path, tmp_path: Path) -> None:
+    export_module.start_reload_check_ahead()
+    (ahead,) = export_module._started_ahead
+    export(exported.model_dir, tmp_path / "first", digits_data)
+    assert ahead.process.returncode == 0 and not export_module._started_ahead  # it answered, once
+    export_module.start_reload_check_ahead()
+    (dead,) = export_module._started_ahead
+    dead.process.kill()
+    dead.process.wait()
+    assert export(exported.model_dir, tmp_path / "second", digits_data).max_abs_diff <= PARITY_TOLERANCE

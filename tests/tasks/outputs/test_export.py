@@ -27,11 +27,25 @@ def test_the_parity_images_are_test_images_at_the_model_s_input(exported: Export
     assert images.shape == (7, 8, 8, 1) and images.dtype == np.float32 and 0 <= images.min() < images.max() <= 255
 
 
-def test_the_savedmodel_is_written_once_a_fresh_process_reloaded_it_alike(exported: Exported, digits_data: Path,
-                                                                            tmp_path: Path) -> None:
+def test_the_savedmodel_is_written_once_the_fresh_process_started_ahead_reloaded_it_alike(
+        exported: Exported, digits_data: Path, tmp_path: Path) -> None:
+    export_module.start_reload_check_ahead()
+    (ahead,) = export_module._started_ahead
     result = export(exported.model_dir, tmp_path / "savedmodel", digits_data)
     assert result.path == tmp_path / "savedmodel" and (result.path / "saved_model.pb").is_file()
     assert result.max_abs_diff <= PARITY_TOLERANCE and result.checked_images > 0
+    assert ahead.process.returncode == 0 and not export_module._started_ahead  # it was the one asked, once
+
+
+def test_a_fresh_process_started_ahead_that_died_is_replaced() -> None:
+    export_module.start_reload_check_ahead()
+    (dead,) = export_module._started_ahead
+    dead.process.kill()
+    dead.process.wait()
+    replacement = export_module.reload_check()
+    assert replacement is not dead and replacement.process.poll() is None
+    replacement.close()
+    assert replacement.process.returncode == 0  # unasked, it ends at the end of its input
 
 
 def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, digits_data: Path, tmp_path: Path,
@@ -42,16 +56,3 @@ def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, di
     with pytest.raises(RuntimeError, match="the SavedModel's reload failed: "):
         export(exported.model_dir, tmp_path / "savedmodel", digits_data)
     assert not (tmp_path / "savedmodel").exists()
-
-
-def test_the_fresh_process_started_ahead_is_the_one_asked_and_a_dead_one_is_replaced(
-        exported: Exported, digits_data: Path, tmp_path: Path) -> None:
-    export_module.start_reload_check_ahead()
-    (ahead,) = export_module._started_ahead
-    export(exported.model_dir, tmp_path / "first", digits_data)
-    assert ahead.process.returncode == 0 and not export_module._started_ahead  # it answered, once
-    export_module.start_reload_check_ahead()
-    (dead,) = export_module._started_ahead
-    dead.process.kill()
-    dead.process.wait()
-    assert export(exported.model_dir, tmp_path / "second", digits_data).max_abs_diff <= PARITY_TOLERANCE

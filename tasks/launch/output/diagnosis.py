@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.launch.remote.addresses import is_local
+from tasks.launch.remote.command import SSH_FAILED
 from tasks.launch.slurm.states import end_message, parse_ended
 from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed
 
@@ -35,7 +36,6 @@ PORT_TAKEN = re.compile(r"Could not start gRPC server|Address already in use")
 SRUN_TASK = re.compile(r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<ranks>[\d,-]+): (?P<what>.+)$")
 SRUN_EXIT = re.compile(r"Exited with exit code (?P<code>\d+)")
 SRUN_SIGNALLED = {"Killed": 128 + signal.SIGKILL, "Terminated": 128 + signal.SIGTERM}
-SSH_LOST = 255  # ssh's exit when the remote process died of a signal or the connection was lost
 TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
 
 
@@ -202,7 +202,7 @@ class RankOutput:
                                   f"lower train.batch_size or input.image_size", retryable=False)
             return RankFailed(f"{self.who(rank)} was killed by signal {name} (exit {code})", retryable=True)
         own_error = self.error_line(rank)
-        if code == SSH_LOST and own_error is None and not is_local(self.hosts.get(rank, "localhost")):
+        if code == SSH_FAILED and own_error is None and not is_local(self.hosts.get(rank, "localhost")):
             return RankFailed(f"{self.who(rank)} ended without an exit status (ssh exit 255): its process was killed "
                               f"or its host was lost", retryable=True)
         if own_error and PORT_TAKEN.search(own_error):

@@ -50,14 +50,14 @@ def last_line(stderr: str | bytes, default: str = "no message") -> str:
 
 
 # ssh's own words for a connection that was up and went (its keep-alives unanswered, the peer gone)
-SSH_LOST = re.compile(r"not responding|closed by remote host|Broken pipe|Connection reset")
+CONNECTION_LOST = re.compile(r"not responding|closed by remote host|Broken pipe|Connection reset")
 
 
 def failure(host: str, what: str, code: int, stderr: str | bytes) -> RemoteError:
     """One line for a command that exited non-zero on `host` (ssh's 255: the host was not reached, or was lost)."""
     if code == SSH_FAILED and not is_local(host):
         reason = last_line(stderr, default="")
-        if SSH_LOST.search(reason):
+        if CONNECTION_LOST.search(reason):
             return RemoteError(f"host {host} was lost ({what}): {reason}", unreachable=True)
         if not reason:  # ssh says why at log level INFO: a configured `LogLevel ERROR` hides a lost connection's
             return RemoteError(f"host {host} stopped answering ssh ({what}; ssh gave no reason)", unreachable=True)

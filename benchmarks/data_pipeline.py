@@ -73,8 +73,10 @@ def conversion_ratio(work: Path, images: np.ndarray, labels: np.ndarray, repeats
         theirs.append(timed(baseline_convert, images, labels, work / "baseline", shards))
         ours.append(timed(lambda: prepare(params, work / "prepared", progress=False)))
     print(f"(a) conversion of {len(images):,} images, {shards} shards, best of {repeats}")
-    print(f"    single-process tf.io.TFRecordWriter loop: {min(theirs):7.2f} s  ({len(images) / min(theirs):,.0f} img/s)")
-    print(f"    ringflow prepare ({os.cpu_count()} workers):        {min(ours):7.2f} s  ({len(images) / min(ours):,.0f} img/s)")
+    print(f"    single-process tf.io.TFRecordWriter loop: {min(theirs):7.2f} s  "
+          f"({len(images) / min(theirs):,.0f} img/s)")
+    print(f"    ringflow prepare ({os.cpu_count()} workers):        {min(ours):7.2f} s  "
+          f"({len(images) / min(ours):,.0f} img/s)")
     print(f"    ratio: {min(theirs) / min(ours):.2f}x  (goal >= 1.6x)")
     return work / "prepared"
 

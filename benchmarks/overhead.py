@@ -115,7 +115,8 @@ def main() -> None:
         if args.baseline:
             this, before = (results[name] for name in clones)
             ratios = [a[0] / b[0] for a, b in zip(this, before)]
-            print(f"fixed cost, this / {args.baseline} (without its set-up check): median {statistics.median(ratios):.2f} "
+            print(f"fixed cost, this / {args.baseline} (without its set-up check): "
+                  f"median {statistics.median(ratios):.2f} "
                   f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
     finally:
         for folder in clones.values():

@@ -6,8 +6,8 @@ P2: np=2 vs np=1, one intra-op thread per rank: scaling efficiency = ips(2) / (2
     Measured at the per-replica batch of the scaling table in NVIDIA DLI's multi-GPU notebooks (512) with
     Horovod's cycle time at 10 ms (`horovodrun --cycle-time-ms 10` through train.horovodrun_args); also
     printed: the same at Horovod's default cycle (1 ms) and at ringflow's default batch (32), where two ranks on
-    two cores are bound by the gradient allreduce. And the machine's own ceiling: independent single-thread trainings with no communication at all
-    (two plain processes at once vs one alone, timed over the same window).
+    two cores are bound by the gradient allreduce. And the machine's own ceiling: independent single-thread
+    trainings with no communication at all (two plain processes at once vs one alone, timed over the same window).
 Images/sec are the steady epochs' (all but the first).
 
 Usage: .venv/bin/python -m benchmarks.training [--images 40000] [--epochs 3] [--scaling-batch-size 512]

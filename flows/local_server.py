@@ -2,8 +2,9 @@
 
 Without an API URL, Prefect starts a temporary server for every run (10-16 s, its UI gone with the run). Instead the
 first run starts `prefect server start` on 127.0.0.1 in a session of its own, with its SQLite database in the
-workspace's `.prefect/` (the checkout's, unless RINGFLOW_WORKSPACE names another), and notes it in `.prefect/ringflow-server.json`; later runs find it there and use it. A stale
-note (a dead process, another Prefect version, a server that does not answer) is replaced; `make stop` stops it.
+workspace's `.prefect/` (the checkout's, unless RINGFLOW_WORKSPACE names another), and notes it in
+`.prefect/ringflow-server.json`; later runs find it there and use it. A stale note (a dead process, another Prefect
+version, a server that does not answer) is replaced; `make stop` stops it.
 This module imports no Prefect, so a flow's command line knows the API address before Prefect reads its settings.
 
     python -m flows.local_server start|status|stop

@@ -128,8 +128,8 @@ def training_sweep(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         savedmodel = export_task(best.run_id)
         gate = register_task(best.run_id, best_params)
         dvc_record = publish_task(best_params, best.run_id)
-    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, "metrics": metrics, "savedmodel": savedmodel, "gate": gate,
-            "dvc_record": dvc_record}
+    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, "metrics": metrics,
+            "savedmodel": savedmodel, "gate": gate, "dvc_record": dvc_record}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -199,7 +199,8 @@ def test_the_check_finds_bad_commands_and_links(tmp_path: Path) -> None:
         "# t\n\n```bash\nmake run ARGS=\"--set np=1\"   # fine\nmake nosuchtarget\n"
         ".venv/bin/python -m tasks.nosuch\ngit clone x && cd y && bash scripts/setup.sh\n```\n\n"
         "Run `python -m tasks compare` or `scripts/nosuch.sh`; see [d](docs/missing.md) and [w](https://x.org).\n"
-        "## A heading, with words\n[a](#a-heading-with-words) [b](README.md#a-heading-with-words) [c](README.md#nope)\n")
+        "## A heading, with words\n"
+        "[a](#a-heading-with-words) [b](README.md#a-heading-with-words) [c](README.md#nope)\n")
     problems = doc_problems(tmp_path)
     expected = ["README.md:5: make nosuchtarget: no Makefile target nosuchtarget",
                 "README.md:6: .venv/bin/python -m tasks.nosuch: no module tasks.nosuch",

@@ -14,8 +14,8 @@ def test_another_process_count_keeps_everything_else() -> None:
 
 def test_under_slurm_a_process_count_is_whole_nodes_or_one_node_of_fewer() -> None:
     params = load_params({"train.scheduler": "slurm", "slurm.nodes": 2, "slurm.tasks_per_node": 4})
-    shapes = {np: (with_np(params, np).slurm.nodes, with_np(params, np).slurm.tasks_per_node, with_np(params, np).train.np)
-              for np in (1, 2, 4, 8)}
+    shapes = {np: (shaped.slurm.nodes, shaped.slurm.tasks_per_node, shaped.train.np)
+              for np in (1, 2, 4, 8) for shaped in [with_np(params, np)]}
     assert shapes == {1: (1, 1, 1), 2: (1, 2, 2), 4: (1, 4, 4), 8: (2, 4, 8)}
     with pytest.raises(ParamsError, match="np 6 is not a whole number of nodes of slurm.tasks_per_node 4"):
         with_np(params, 6)

@@ -330,7 +330,8 @@ def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_inp
     runs = [found for found in runs_since(served, runs_before) if found.data.tags.get("ringflow.kind") == "sweep"
             or "ringflow.sweep.trial" in found.data.tags]
     assert {found.data.tags["mlflow.source.name"] for found in runs} == {"training-pipeline/sweep"}
-    trials = {found.data.params["train.batch_size"]: found for found in runs if "ringflow.sweep.trial" in found.data.tags}
+    trials = {found.data.params["train.batch_size"]: found for found in runs
+              if "ringflow.sweep.trial" in found.data.tags}
     assert len(runs) == 3 and trials["32"].info.status == "FINISHED"
     refused = trials["4096"]
     assert refused.info.status == "FAILED" and refused.data.tags["ringflow.sweep.trial_state"] == "failed"

@@ -252,7 +252,8 @@ def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:
     # a server that an earlier version started (in a session of its own, not this test's child) and noted by its
     # bare pid: it runs this checkout's programs
     started = subprocess.run(["setsid", "-f", "sh", "-c", f'echo $$; exec {BIN / "python"} -c "import time; '
-                              'time.sleep(600)" >/dev/null 2>&1 </dev/null'], capture_output=True, text=True, check=True)
+                              'time.sleep(600)" >/dev/null 2>&1 </dev/null'],
+                             capture_output=True, text=True, check=True)
     ours = int(started.stdout.split()[0])
     try:
         for name in ("services", "mlflow", "prefect"):

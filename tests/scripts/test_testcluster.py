@@ -101,4 +101,5 @@ make_munge_key"""
 def test_slurm_needs_the_shared_filesystem() -> None:
     up = run_script("up", "1", "--slurm", "--private")
     assert up.returncode != 0
-    assert up.stderr.strip() == "testcluster: up: --slurm needs the shared filesystem (a Slurm job's files), not --private"
+    assert up.stderr.strip() == \
+        "testcluster: up: --slurm needs the shared filesystem (a Slurm job's files), not --private"

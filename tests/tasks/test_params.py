@@ -127,7 +127,8 @@ def test_documented_enum_values_include_off() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("train:\n  epochs: 2\n\tnp: 2\n", "params.yaml line 3 column 1: found character '\\t' that cannot start any token"),
+    ("train:\n  epochs: 2\n\tnp: 2\n",
+     "params.yaml line 3 column 1: found character '\\t' that cannot start any token"),
     ("train:\n  epochs: : [\n", "params.yaml line 2 column 11: mapping values are not allowed here"),
     ("train: [1, 2\n", "params.yaml line 2 column 1: expected ',' or ']', but got '<stream end>'"),
 ])

@@ -80,7 +80,8 @@ def test_a_fit_reports_each_epoch_with_its_last_rate_and_checkpoints_it(
                          CheckpointEveryEpoch(checkpoints)])
     shown = [parsed for line in capsys.readouterr().out.splitlines() if (parsed := parse_epoch_line(line))]
     assert [epoch for epoch, _ in shown] == [1, 2] and [epoch for epoch, _ in reported] == [0, 1]
-    assert [metrics["learning_rate"] for _, metrics in reported] == pytest.approx([0.01 * 3 / 8, 0.01 * 7 / 8])  # steps 3, 7
+    rates = [metrics["learning_rate"] for _, metrics in reported]
+    assert rates == pytest.approx([0.01 * 3 / 8, 0.01 * 7 / 8])  # steps 3, 7
     assert set(reported[1][1]) == {"loss", "accuracy", "val_loss", "val_accuracy", "images_per_sec", "epoch_time",
                                    "learning_rate"}
     assert shown[1][1]["loss"] == pytest.approx(reported[1][1]["loss"], rel=1e-3)  # the line shows 4 digits

@@ -95,7 +95,8 @@ def listens(params: Params, controller: str | None) -> list[str]:
     """A TensorFlow gRPC server per task (and, for parameter-server, the tf.data service), every interface."""
     placed = cluster_placement(params)
     dispatcher = placed.pop("data_dispatcher", None)
-    servers = ", ".join(f"{task}{index} on {host}" for task, hosts in placed.items() for index, host in enumerate(hosts))
+    servers = ", ".join(f"{task}{index} on {host}"
+                        for task, hosts in placed.items() for index, host in enumerate(hosts))
     lines = [f"TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): {servers}"]
     if dispatcher:
         lines.append(f"the tf.data service, every interface: its dispatcher on {dispatcher[0]}, a data worker with "

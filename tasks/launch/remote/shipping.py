@@ -1,8 +1,9 @@
 """Hosts that do not share this machine's filesystem (train.shared_fs): the prepared data and the job's files go to
 them over ssh before the launch, rank 0's results come back after it, and nothing of the run is left there.
 
-Whether a host shares the filesystem is asked of it at preflight (shared_fs.py). Data is shipped once per version: the host keeps it with its key (the
-manifest's digest, which names every shard's sha256) and gets it again only when the key differs.
+Whether a host shares the filesystem is asked of it at preflight (shared_fs.py). Data is shipped once per version:
+the host keeps it with its key (the manifest's digest, which names every shard's sha256) and gets it again only when
+the key differs.
 """
 from __future__ import annotations
 

@@ -61,7 +61,8 @@ def parse_submitted(line: str) -> str | None:
 def ended_line(job_id: str, job: JobState, why: str | None = None) -> str:
     """The follower's last line about a job: its end, and why (Slurm's word for it unless `why` is given)."""
     waited = f" (it waited for {job.reason})" if job.state == NEVER_STARTED and job.reason else ""
-    return f"slurm: job {job_id} ended {job.state} (exit {job.exit_code}): {why or WHY.get(job.state, job.reason)}{waited}"
+    because = why or WHY.get(job.state, job.reason)
+    return f"slurm: job {job_id} ended {job.state} (exit {job.exit_code}): {because}{waited}"
 
 
 def parse_ended(line: str) -> tuple[str, str, str, str] | None:

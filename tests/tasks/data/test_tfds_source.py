@@ -1,4 +1,5 @@
-"""tensorflow-datasets sources: read through tfds (its mock data here), or one line when absent and downloads are off."""
+"""tensorflow-datasets sources: read through tfds (its mock data here), or one line when absent and downloads are
+off."""
 from __future__ import annotations
 
 from pathlib import Path

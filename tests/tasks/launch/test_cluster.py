@@ -188,7 +188,8 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
     remote ranks go too."""
     params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=50, tensorboard=False))
     config_file = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
-    (launcher,) = launch_plan(params, check_launch(params, digits_data).controller, config_file, rank_environment() | quiet_env())
+    (launcher,) = launch_plan(params, check_launch(params, digits_data).controller, config_file,
+                              rank_environment() | quiet_env())
     job = subprocess.Popen(launcher.command, env=launcher.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:

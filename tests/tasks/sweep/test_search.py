@@ -25,7 +25,8 @@ def test_random_and_tpe_trials_take_values_inside_the_space() -> None:
 
 
 def test_a_grid_runs_each_combination_once_and_no_more() -> None:
-    sweep = SweepParams(method="grid", trials=10, space={"train.batch_size": [16, 32], "train.model": ["cnn", "small_cnn"]})
+    sweep = SweepParams(method="grid", trials=10,
+                        space={"train.batch_size": [16, 32], "train.model": ["cnn", "small_cnn"]})
     study, seen = make_study(sweep), []
     for _ in range(trial_count(sweep)):
         trial = study.ask()

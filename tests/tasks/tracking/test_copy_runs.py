@@ -54,7 +54,8 @@ def test_a_store_is_copied_once_with_its_history_and_registry(tmp_path: Path) ->
     assert set(copies) == {"run-1", "run-2"}
     copy = copies["run-2"]
     assert copy.info.status == "FINISHED" and copy.data.params == {"learning_rate": "0.002"}
-    assert copy.data.tags["ringflow.data_hash"] == "h2" and copy.data.tags[COPIED_FROM] == source_run_id(source, "run-2")
+    assert copy.data.tags["ringflow.data_hash"] == "h2"
+    assert copy.data.tags[COPIED_FROM] == source_run_id(source, "run-2")
     assert [(given.dataset.name, given.dataset.digest) for given in copy.inputs.dataset_inputs] == [("digits", "h2")]
     assert [(m.step, m.value) for m in client.get_metric_history(copy.info.run_id, "loss")] == \
         [(0, 0.5), (1, 1 / 3), (2, 0.25)]

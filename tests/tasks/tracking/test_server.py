@@ -67,8 +67,8 @@ def test_a_server_that_does_not_answer_is_one_line_naming_the_parameter(monkeypa
     with pytest.raises(ParamsError, match=rf"^tracking.uri {uri}: no MLflow server answers there \(.*refused.*\)$"):
         use_tracking(TrackingParams(uri=uri))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri.replace("//", "//ringflow:hunter2@"))
-    assert check_tracking(None, "ringflow").startswith(f"MLFLOW_TRACKING_URI {uri.replace('//', '//ringflow:***@')}: no "
-                                                       "MLflow server answers there")
+    shown = uri.replace("//", "//ringflow:***@")
+    assert check_tracking(None, "ringflow").startswith(f"MLFLOW_TRACKING_URI {shown}: no MLflow server answers there")
 
 
 def test_a_server_that_is_not_mlflow_or_wants_credentials(not_mlflow: str, locked: str,
@@ -81,8 +81,9 @@ def test_a_server_that_is_not_mlflow_or_wants_credentials(not_mlflow: str, locke
                                                   "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
     with_password = locked.replace("//", "//ringflow:hunter2@")  # as MLFLOW_TRACKING_URI may give them
     monkeypatch.setenv("MLFLOW_TRACKING_URI", with_password)
-    assert check_tracking(None, "x").startswith(f"MLFLOW_TRACKING_URI {locked.replace('//', '//ringflow:***@')}: refused "
-                                                "the credentials given (HTTP 401)")
+    shown = locked.replace("//", "//ringflow:***@")
+    assert check_tracking(None, "x").startswith(f"MLFLOW_TRACKING_URI {shown}: refused the credentials given "
+                                                "(HTTP 401)")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
     assert check_tracking(locked, "x").startswith(f"tracking.uri {locked}: refused the credentials given (HTTP 401)")
@@ -131,8 +132,9 @@ def test_credentials_go_only_to_the_server_they_were_issued_for(monkeypatch: pyt
         with pytest.raises(ParamsError, match="answered HTTP 404"):
             use_tracking(TrackingParams(uri=uri), warn=said.append)
         assert seen and seen == [None] * len(seen)  # asked, without the credentials
-        assert said == [f"warning: tracking.uri {uri}: this environment's MLflow credentials (MLFLOW_TRACKING_USERNAME, "
-                        "MLFLOW_TRACKING_PASSWORD) are for http://10.0.0.5:5000, not sent to another server"]
+        assert said == [f"warning: tracking.uri {uri}: this environment's MLflow credentials "
+                        "(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD) are for http://10.0.0.5:5000, not sent "
+                        "to another server"]
         assert "MLFLOW_TRACKING_PASSWORD" not in os.environ and "MLFLOW_TRACKING_USERNAME" not in os.environ
     finally:
         other.close()

@@ -70,7 +70,8 @@ def start_and_kill_after_epoch(params: Params, data_dir: Path, tmp_path: Path, e
     """Launch the real job and SIGKILL it (all ranks) as soon as `epoch` has been reported."""
     quiet = params.model_copy(update={"train": params.train.model_copy(update={"tensorboard": False})})
     config_file = write_trainer_config(quiet, job_spec(quiet, data_dir, tmp_path / "killed", tmp_path / "checkpoints"))
-    (process_spec,) = launch_plan(quiet, check_launch(quiet, data_dir).controller, config_file, rank_environment() | quiet_env())
+    (process_spec,) = launch_plan(quiet, check_launch(quiet, data_dir).controller, config_file,
+                                  rank_environment() | quiet_env())
     job = subprocess.Popen(process_spec.command, env=process_spec.env, cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:

@@ -43,7 +43,8 @@ def test_each_one_process_backend_makes_the_strategy_whose_replicas_the_plan_cou
                                                                                     tmp_path: Path) -> None:
     """np 2 on a host without GPUs: two logical CPU devices, one replica each (one for one-device)."""
     files = [write_job_config(trainer_config(digits_data, tmp_path, backend=backend, np=2, batch_size=8),
-                              tmp_path / f"{backend}.json") for backend in ("mirrored", "central-storage", "one-device")]
+                              tmp_path / f"{backend}.json")
+             for backend in ("mirrored", "central-storage", "one-device")]
     done = subprocess.run([sys.executable, "-c", MAKE_STRATEGIES, *map(str, files)], cwd=ROOT, env=quiet_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -34,6 +34,7 @@ def test_the_script_is_written_beside_the_model_and_a_dry_run_shows_it(tmp_path:
     LAUNCHER.prepare(PARAMS, "mpi", config, {})
     written = (tmp_path / "slurm" / "job.sh").read_text()
     described = LAUNCHER.describe(PARAMS, "mpi", config, {})
-    assert described is not None and described[0] == \
-        f"slurm: sbatch --parsable --constraint=a100 {tmp_path / 'slurm' / 'job.sh'}, with {tmp_path / 'slurm' / 'job.sh'}:"
+    script = tmp_path / "slurm" / "job.sh"
+    assert described is not None
+    assert described[0] == f"slurm: sbatch --parsable --constraint=a100 {script}, with {script}:"
     assert "\n".join(described[1:]) + "\n" == written and written.startswith("#!/bin/bash\n")

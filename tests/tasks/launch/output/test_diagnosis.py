@@ -107,6 +107,15 @@ def test_a_silent_parameter_server_task_is_named_by_its_label() -> None:
     assert output.error_line("ps0") == "ValueError: no such variable"
 
 
+def test_of_silent_tasks_the_one_silent_longest_is_named() -> None:
+    """A coordinator waiting on a stopped worker may fall silent too, later: the worker is the cause."""
+    output = RankOutput({"chief0": "localhost", "ps0": "localhost", "worker0": "h1", "worker1": "h2"})
+    for label, seconds in (("chief0", 25), ("ps0", 1), ("worker0", 1), ("worker1", 27)):
+        output.last_heard[label] -= seconds
+    said = output.silence(20)
+    assert said and said.startswith("worker1 on h2 stopped responding: no sign of life from it for 27 s"), said
+
+
 def test_srun_names_the_task_that_failed_first_and_its_node() -> None:
     """Ranks under srun: srun's own account gives each task's code and node; the rank's error is quoted."""
     lines = ["[1]<stdout>:ValueError: bad shard", "srun: error: gpu07: task 1: Exited with exit code 1",

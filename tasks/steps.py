@@ -143,7 +143,8 @@ def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion |
         mlflow_store.reopen_run(run_id)
         return run_id
     version = version or dvc.data_version()
-    run_id = run_log.open_run(params, version, state or run_state(params, version), source, tags, name_prefix)
+    run_id = run_log.open_run(params, version, state or run_state(params, version), source, tags, name_prefix,
+                              check.gpus_per_host)
     mlflow_store.client().log_text(run_id, "\n".join(data_plan_step(params, check)) + "\n", "data_plan.txt")
     return run_id
 

@@ -39,10 +39,13 @@ def section_params(params: Params) -> dict[str, Any]:
     return {name: value for name, value in params.flat().items() if name.split(".", 1)[0] in PARAM_SECTIONS}
 
 
-def run_name(params: Params, run_id: str) -> str:
-    """Model, np, global batch, learning rate, the run id's first 6 characters: small_cnn-np2-b64-lr0.001-3f9a2c."""
+def run_name(params: Params, run_id: str, gpus_per_host: int = 0) -> str:
+    """Model, np, global batch (as the backend makes it of train.batch_size per replica, on hosts with
+    `gpus_per_host` GPUs), learning rate, the run id's first 6 characters: small_cnn-np2-b64-lr0.001-3f9a2c."""
+    from trainer.backends.registry import backend_spec
     train = params.train
-    return f"{train.model}-np{train.np}-b{train.batch_size * train.np}-lr{train.learning_rate:g}-{run_id[:6]}"
+    global_batch = backend_spec(train.backend).global_batch(train.batch_size, train.np, gpus_per_host)
+    return f"{train.model}-np{train.np}-b{global_batch}-lr{train.learning_rate:g}-{run_id[:6]}"
 
 
 def dataset_input(params: Params, data_hash: str, prepared: str, manifest: dict[str, Any]) -> Any:

@@ -29,10 +29,11 @@ RESOLVED_KEYS = ("world_size", "global_batch_size", "warmup_start_learning_rate"
 
 
 def open_run(params: Params, version: DataVersion, state: RunState, source: RunSource = COMMAND,
-             tags: dict[str, str] | None = None, name_prefix: str = "") -> str:
+             tags: dict[str, str] | None = None, name_prefix: str = "", gpus_per_host: int = 0) -> str:
     """Create the MLflow run of one pipeline run: named for what it trains (after `name_prefix`, e.g. a sweep's
     trial number), its params by section, the data as its dataset input, what started it (and at which commit),
-    the data hash, the state key, and the given tags (a sweep's trial: its parent run)."""
+    the data hash, the state key, and the given tags (a sweep's trial: its parent run). `gpus_per_host`: what
+    preflight found, which makes the global batch of single-process backends."""
     manifest = read_manifest(PREPARED_DIR)
     tags = {**source_tags(source, version.git_commit), "ringflow.data_hash": version.data_hash,
             "ringflow.git_dirty": str(version.git_dirty).lower(), STATE_TAG: state.key,
@@ -45,7 +46,8 @@ def open_run(params: Params, version: DataVersion, state: RunState, source: RunS
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
     with mlflow_store.failing_marks_run(run_id):  # a run left half-made is not left RUNNING
         mlflow_client = mlflow_store.client()
-        mlflow_client.update_run(run_id, name=f"{name_prefix}-" * bool(name_prefix) + run_name(params, run_id))
+        name = run_name(params, run_id, gpus_per_host)
+        mlflow_client.update_run(run_id, name=f"{name_prefix}-{name}" if name_prefix else name)
         log_prepared_dataset(run_id, params, version.data_hash, manifest)
         mlflow_client.log_text(run_id, yaml.safe_dump(params.model_dump(), sort_keys=False), "params.resolved.yaml")
         for name in (MANIFEST_NAME, REPORT_NAME):

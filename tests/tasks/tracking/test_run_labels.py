@@ -22,6 +22,16 @@ def test_a_run_is_named_for_its_model_np_global_batch_learning_rate_and_id() -> 
     assert run_name(params, "3f9a2c11d0e4") == "small_cnn-np4-b128-lr0.0005-3f9a2c"
 
 
+def test_the_global_batch_in_a_run_s_name_is_the_backend_s() -> None:
+    """train.batch_size is per replica: mirrored has one per GPU of its host (np logical CPUs without one),
+    one-device and parameter-server step one replica's batch."""
+    def name(backend: str, gpus_per_host: int = 0) -> str:
+        params = load_params({"train.backend": backend, "train.np": "4", "train.batch_size": "32"})
+        return run_name(params, "3f9a2c11d0e4", gpus_per_host).split("-")[2]
+    assert [name("mirrored", 8), name("mirrored"), name("one-device"), name("parameter-server")] == \
+        ["b256", "b128", "b32", "b32"]
+
+
 def test_the_source_is_the_flow_or_the_deployment_that_started_the_run() -> None:
     assert flow_source("training-pipeline", None) == RunSource("flow training-pipeline", "LOCAL")
     assert flow_source("training-pipeline", "train") == RunSource("training-pipeline/train", "JOB")

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from tasks.launch.output.diagnosis import untagged
 from trainer.protocol import parse_epoch_line, parse_placed
 
 
@@ -30,7 +31,7 @@ class TrainingMarks:
 
     def saw(self, line: str) -> None:
         """Note a rank line's arrival (lines may carry a launcher's `[rank]<stdout>:` tag)."""
-        text = line.split(">:", 1)[-1].strip()
+        text = untagged(line).strip()
         now = time.monotonic()
         if self.first_rank is None and parse_placed(text):
             self.first_rank = now

@@ -12,7 +12,7 @@ from tasks.launch.environment import rank_environment
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import check_resumable, job_spec, trained_already, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
-from tasks.launch.output.diagnosis import RankFailed
+from tasks.launch.output.diagnosis import RankFailed, untagged
 from tasks.launch.output.metrics_relay import MetricRelay
 from tasks.launch.plan import launch_plan, port_hosts, prepare_launch
 from tasks.launch.preflight import LaunchCheck, check_launch
@@ -73,7 +73,7 @@ def run_shipped_job(processes: list[Process], params: Params, job: JobSpec, conf
     ran_on = [host for process in processes for host in process.hosts]  # and where ranks said they are (elastic)
 
     def noting_hosts(line: str) -> None:
-        if placed := parse_placed(line.split(":", 1)[-1]):  # after horovodrun's `[rank]<stdout>:` tag
+        if placed := parse_placed(untagged(line)):
             ran_on.append(placed[2])
         on_line(line)
     failed = True

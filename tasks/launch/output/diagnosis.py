@@ -44,9 +44,21 @@ def horovodrun_line(line: str) -> str:
     return MPI_TAG.sub(r"[\g<rank>]<\g<stream>>:", MPI_TAG_AT_END.sub("", line), count=1)
 
 
+def tagged(rank: str, text: str) -> str:
+    """A rank's (or labelled process's) output line as the launcher passes it on: horovodrun's `[rank]<stdout>:`
+    tag, which every launcher's lines are given (RANK_LINE reads it back)."""
+    return f"[{rank}]<stdout>:{text}"
+
+
+def untagged(line: str) -> str:
+    """What a rank printed, without the tag a launcher put before it (any other line as it is)."""
+    match = RANK_LINE.match(line)
+    return match["text"] if match else line
+
+
 def is_heartbeat(line: str) -> bool:
     """A training process's sign of life, or its last (kept from the console)."""
-    return is_heartbeat_text(line.split(">:", 1)[-1])
+    return is_heartbeat_text(untagged(line))
 
 
 def is_noise(line: str) -> bool:

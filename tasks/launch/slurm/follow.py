@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from tasks.launch.output.diagnosis import tagged
 from tasks.launch.slurm.commands import (
     COMMAND_SECONDS,
     SlurmError,
@@ -51,7 +52,7 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 
 def rank_line(line: str) -> str:
     """srun's labelled line as the launcher's rank line; any other line (horovodrun's own tags, the script's) as is."""
-    return SRUN_LABEL.sub(lambda found: f"[{found['rank']}]<stdout>:", line, count=1)
+    return SRUN_LABEL.sub(lambda found: tagged(found["rank"], ""), line, count=1)
 
 
 class OutputTail:
@@ -160,7 +161,7 @@ def follow(job_id: str, tail: OutputTail, patience: Patience) -> int:
             return 0 if now.state == "COMPLETED" else 1
         if patience.beat_now(now):
             for rank in range(patience.ranks):
-                say(f"[{rank}]<stdout>:{HEARTBEAT_LINE}")
+                say(tagged(str(rank), HEARTBEAT_LINE))
         if (given_up := patience.given_up(now)) is not None:
             cancel(job_id)
             say(ended_line(job_id, given_up, None if given_up.state == NEVER_STARTED else given_up.reason))

@@ -20,6 +20,7 @@ from tasks.launch.output.diagnosis import (
     horovodrun_line,
     is_heartbeat,
     oom_kill_count,
+    tagged,
 )
 from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tree
 from tasks.redaction import redact
@@ -45,7 +46,7 @@ def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue
     assert process.stdout is not None  # started with stdout=PIPE
     for raw in process.stdout:
         text = redact(horovodrun_line(raw.rstrip("\n")))  # a rank's line may quote a URL with its password
-        lines.put((index, f"[{label}]<stdout>:{text}" if label is not None else text))
+        lines.put((index, tagged(label, text) if label is not None else text))
     process.wait()
     lines.put((index, None))  # this process has ended and all its lines are in
 

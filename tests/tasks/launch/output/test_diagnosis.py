@@ -1,7 +1,7 @@
 """A failed job explained in one line from what horovodrun printed: rank, host, exit code or signal, cause."""
 from __future__ import annotations
 
-from tasks.launch.output.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat
+from tasks.launch.output.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat, tagged, untagged
 
 HOSTS = {"0": "h1", "1": "h2"}
 
@@ -149,3 +149,10 @@ def test_a_launcher_failure_never_quotes_tensorflows_or_absls_chatter() -> None:
     assert message == "the launcher failed (exit 1): no line of its output says why"
     message, _ = explain([*chatter, "[0]<stdout>:mpirun noticed that the job aborted"])
     assert message == "the launcher failed (exit 1): mpirun noticed that the job aborted"
+
+
+def test_a_tagged_line_gives_back_what_the_rank_printed() -> None:
+    assert tagged("worker1", "epoch 1: loss=0.5") == "[worker1]<stdout>:epoch 1: loss=0.5"
+    assert untagged(tagged("3", "rank 3 of 4 on h2")) == "rank 3 of 4 on h2"
+    assert untagged("[1]<stderr>:ValueError: x") == "ValueError: x" and untagged("slurm: job 9 ended") == \
+        "slurm: job 9 ended"

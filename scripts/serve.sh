@@ -32,6 +32,10 @@ deploy() {  # the local pool's deployments; with RINGFLOW_REPOSITORY (make servi
 
 serve() {
   local port=${PREFECT_PORT:-4200}
+  # another server there would answer the health check in this one's place (and outlive its Ctrl-C)
+  "$BIN/python" -c 'import sys; from flows.local_server import port_is_free; sys.exit(not port_is_free(int(sys.argv[1])))' \
+    "$port" || { echo "error: port $port is taken (make stop stops this checkout's local Prefect server;" \
+                      "PREFECT_PORT=N make serve takes another port)" >&2; exit 1; }
   export PREFECT_HOME=${PREFECT_HOME:-$PWD/.prefect}
   export PREFECT_API_URL="http://127.0.0.1:${port}/api"
   mkdir -p "$PREFECT_HOME"

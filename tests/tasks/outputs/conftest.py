@@ -27,7 +27,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     model.set_weights([rng.normal(scale=0.2, size=w.shape).astype(w.dtype) for w in model.get_weights()])
     spec = {"model": "small_cnn", "input_shape": [8, 8, 1], "num_classes": 10, "classes": [str(i) for i in range(10)]}
     save_model(model, spec, folder / "model")
-    write_savedmodel(folder / "model", folder / "savedmodel")
+    write_savedmodel(model, folder / "savedmodel")
     images = rng.integers(0, 256, (5, 8, 8, 1)).astype(np.float32)
     return Exported(folder / "model", folder / "savedmodel", images,
                     load_model(folder / "model").predict(images, verbose=0))

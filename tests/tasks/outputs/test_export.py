@@ -50,7 +50,7 @@ def test_a_fresh_process_started_ahead_that_died_is_replaced() -> None:
 
 def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, digits_data: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_savedmodel(model_dir: Path, path: Path) -> None:
+    def broken_savedmodel(model: object, path: Path) -> None:
         (path / "saved_model.pb").write_text("not a SavedModel")
     monkeypatch.setattr(export_module, "write_savedmodel", broken_savedmodel)
     with pytest.raises(RuntimeError, match="the SavedModel's reload failed: "):

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any, Callable, TypeVar
 
+from tasks.launch.launchers.choose import scheduler_for
 from tasks.launch.preflight import PreflightError, check_settings
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.tracking.server import use_tracking
@@ -15,16 +16,10 @@ T = TypeVar("T")
 
 
 def with_np(params: Params, np: int) -> Params:
-    """The same params at another process count (under Slurm: whole nodes of slurm.tasks_per_node ranks, or one
-    node of fewer)."""
-    at_np = params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
-    if params.train.scheduler != "slurm":
-        return at_np
-    per_node = min(params.slurm.tasks_per_node, np)
-    if np % per_node:
-        raise ParamsError(f"np {np} is not a whole number of nodes of slurm.tasks_per_node {per_node}")
-    shape = {"nodes": np // per_node, "tasks_per_node": per_node}
-    return at_np.model_copy(update={"slurm": params.slurm.model_copy(update=shape)})
+    """The same params at another process count (a scheduler's job: the shape its scheduler gives np ranks)."""
+    if scheduler := scheduler_for(params):
+        return scheduler.at_np(params, np)
+    return params.model_copy(update={"train": params.train.model_copy(update={"np": np})})
 
 
 def checked_overrides(prog: str, description: str, argv: list[str] | None,

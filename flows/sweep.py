@@ -42,10 +42,11 @@ class NoTrialFinished(RuntimeError):
 
 def check_sweep(params: Params) -> None:
     """The search space and the slots, before anything starts (one line)."""
+    from tasks.launch.launchers.choose import scheduler_for
     from tasks.sweep.slots import SlotPool
     from tasks.sweep.trial import trial_slots
     check_space(params, params.sweep)
-    if params.train.scheduler != "slurm":
+    if scheduler_for(params) is None:  # a scheduler places each trial's job itself
         SlotPool(trial_slots(params)).check(params.train.np)
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tasks.paths import PARAMS_FILE, resolve_path
 from tasks.redaction import holds_credentials
+from trainer.choices import scheduler_spec
 from trainer.config import InputParams, Section, TrainParams, literal_words
 
 DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
@@ -181,7 +182,7 @@ class Params(Section):
     @model_validator(mode="after")
     def _np_from_the_allocation(self) -> "Params":
         """Under Slurm the job has nodes x tasks_per_node ranks, whatever train.np says."""
-        if self.train.scheduler == "slurm" and self.train.np != self.slurm.tasks:
+        if scheduler_spec(self.train.scheduler).allocates and self.train.np != self.slurm.tasks:
             object.__setattr__(self, "train", self.train.model_copy(update={"np": self.slurm.tasks}))
         return self
 

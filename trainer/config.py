@@ -15,6 +15,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from trainer.backends.registry import BACKEND_NAMES
+from trainer.choices import ControllerChoice, SchedulerChoice, scheduler_spec
 from trainer.models import MODEL_CATALOG
 
 CONFIG_FILE_NAME = "trainer_config.json"  # beside the model it trained: the job's resolved configuration
@@ -110,8 +111,8 @@ class TrainParams(Section):
     np: int = Field(2, ge=1)  # Horovod ranks, multiworker / parameter-server workers, or local replicas
     hosts: str | None = None  # "h1:4,h2:4" (horovod: slots; multiworker: one worker per listed slot)
     hostfile: str | None = None  # horovodrun hostfile ("host slots=N" lines)
-    scheduler: Literal["none", "slurm"] = "none"  # slurm: the job is a Slurm batch job (the `slurm` section)
-    controller: Literal["auto", "gloo", "mpi"] = "auto"  # auto: MPI if built and mpirun exists (not elastic), else Gloo
+    scheduler: SchedulerChoice = "none"  # slurm: the job is a Slurm batch job (the `slurm` section)
+    controller: ControllerChoice = "auto"  # auto: MPI if built and mpirun exists (not elastic), else Gloo
     shared_fs: Literal["auto"] | bool = "auto"  # the hosts see this checkout's files; auto: asked of each host
     # the ranks' network interface (e.g. eth0); null: Horovod finds a routable one (lo on this machine alone)
     network_interface: str | None = None
@@ -153,10 +154,10 @@ class TrainParams(Section):
 
     @model_validator(mode="after")
     def _hosts_from_one_place(self) -> "TrainParams":
-        if self.scheduler == "slurm" and (self.hosts or self.hostfile):
+        if scheduler_spec(self.scheduler).allocates and (self.hosts or self.hostfile):
             given = "hosts" if self.hosts else "hostfile"
-            raise ValueError(f"{given} is set but scheduler slurm takes its hosts from the allocation: leave train."
-                             f"{given} unset (slurm.nodes and slurm.tasks_per_node say how many)")
+            raise ValueError(f"{given} is set but scheduler {self.scheduler} takes its hosts from the allocation: "
+                             f"leave train.{given} unset (slurm.nodes and slurm.tasks_per_node say how many)")
         return self
 
     @field_validator("network_interface")

@@ -7,6 +7,7 @@ from pathlib import Path
 from tasks.launch.remote.addresses import head_address, interface_of, is_local
 from tasks.paths import resolve_path
 from trainer.backends.registry import backend_spec
+from trainer.choices import chosen_controller
 from trainer.config import ElasticParams, TrainParams
 
 
@@ -33,7 +34,7 @@ def elastic_problem(train: TrainParams, unshared_hosts: tuple[str, ...]) -> str 
         return None
     if not backend_spec(train.backend).elastic_capable:
         return f"train.elastic needs backend horovod (Keras fit in Horovod's elastic loop), not {train.backend}"
-    if train.controller == "mpi":
+    if (chosen := chosen_controller(train.controller)) and not chosen.elastic:
         return "train.elastic needs the Gloo controller (Horovod's elastic mode has no MPI): set train.controller " \
                "to auto or gloo"
     if unshared_hosts:

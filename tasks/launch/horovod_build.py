@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tasks.launch.errors import PreflightError
 from tasks.launch.horovodrun_cli import CHECK_BUILD_CACHE
+from trainer.choices import CONTROLLERS, controller_spec, resolve_controller
 from trainer.config import TrainParams
 
 
@@ -20,13 +21,16 @@ def check_build_report() -> str:
     return done.stdout
 
 
+def built_controllers(report: str) -> set[str]:
+    """The controllers Horovod was built with, from the report's controllers section."""
+    controllers_section = report.split("Available Tensor Operations")[0]
+    return {spec.name for spec in CONTROLLERS.values() if spec.build_mark in controllers_section}
+
+
 def controller(train: TrainParams, report: str) -> str:
-    """'mpi' or 'gloo': the requested one, or for auto MPI when Horovod has it and mpirun exists."""
-    if train.controller != "auto":
-        return train.controller
-    if train.elastic:  # Horovod's elastic mode runs on Gloo only
-        return "gloo"
-    return "mpi" if "[X] MPI" in report and shutil.which("mpirun") else "gloo"
+    """The controller the job uses: the requested one, or for auto MPI when Horovod has it and mpirun exists."""
+    return resolve_controller(train.controller, train.elastic is not None, built_controllers(report),
+                              shutil.which("mpirun") is not None)
 
 
 def check_horovod(train: TrainParams) -> str:
@@ -35,10 +39,10 @@ def check_horovod(train: TrainParams) -> str:
     if "[X] TensorFlow" not in report:
         raise PreflightError("Horovod is not built with TensorFlow (run `make setup`)")
     chosen = controller(train, report)
-    if f"[X] {'MPI' if chosen == 'mpi' else 'Gloo'}" not in report.split("Available Tensor Operations")[0]:
+    if chosen not in built_controllers(report):
         raise PreflightError(f"Horovod is not built with the {chosen.upper()} controller")
-    if chosen == "mpi" and not shutil.which("mpirun"):
-        raise PreflightError("controller mpi needs mpirun on PATH")
+    if controller_spec(chosen).needs_mpirun and not shutil.which("mpirun"):
+        raise PreflightError(f"controller {chosen} needs mpirun on PATH")
     if train.jit_compile:
         raise PreflightError("jit_compile needs Horovod's XLA ops, which this build leaves out: "
                              "use a tf.distribute backend")

@@ -15,13 +15,12 @@ from tasks.launch.elastic import elastic_problem
 from tasks.launch.errors import PreflightError  # noqa: F401  (raised here; callers catch it from here)
 from tasks.launch.horovod_build import check_horovod
 from tasks.launch.hostlist import host_slots, listed
+from tasks.launch.launchers.choose import scheduler_for
 from tasks.launch.remote import host_probe
 from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.probe import HostAnswer, interface_problem, probe_remote_hosts, remote_host_problem
 from tasks.launch.remote.shared_fs import fresh_token, hosts_without_shared_fs, shared_fs_problem
 from tasks.launch.remote.shipping import data_key
-from tasks.launch.slurm.batch_script import unsupported
-from tasks.launch.slurm.preflight import slurm_problem
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
 from trainer.backends.registry import backend_spec
@@ -51,8 +50,8 @@ def check_slots(train: TrainParams, resolve: bool = True) -> dict[str, int]:
             socket.gethostbyname(host)
         except OSError:
             raise PreflightError(f"host {host!r} does not resolve") from None
-    placed = backend_spec(train.backend).launcher == "horovodrun" or \
-        (backend_spec(train.backend).one_process_per_slot and listed(train))
+    spec = backend_spec(train.backend)
+    placed = spec.horovod or (spec.one_process_per_slot and listed(train))
     if placed and train.np > sum(slots.values()):
         raise PreflightError(f"np {train.np} exceeds the {sum(slots.values())} slots of "
                              + ",".join(f"{h}:{n}" for h, n in slots.items()))
@@ -63,18 +62,18 @@ def check_settings(params: Params, resolve: bool = True) -> str | None:
     """The checks that need no data and no other host: hosts and slots, the interface's name, elastic settings,
     Horovod's build; a Slurm job's against the cluster (unless not resolving). Returns Horovod's controller (None:
     a tf.distribute backend)."""
-    train = params.train
-    if train.scheduler == "slurm" and (problem := unsupported(params)):
+    train, scheduler = params.train, scheduler_for(params)
+    if scheduler and (problem := scheduler.refusal(params)):
         raise PreflightError(problem)
     slots = check_slots(train, resolve)
-    on_this_machine = [host for host in slots if is_local(host) and train.scheduler == "none"]
+    on_this_machine = [host for host in slots if is_local(host)] if scheduler is None else []
     if problem := interface_problem(train.network_interface, on_this_machine, {}):
         raise PreflightError(problem)  # this machine's own interfaces; the other hosts' are asked by the probe
     if problem := elastic_problem(train, ()):
         raise PreflightError(problem)
     controller = check_horovod(train) if backend_spec(train.backend).horovod else None
-    if train.scheduler == "slurm" and resolve and (problem := slurm_problem(params, controller)):
-        raise PreflightError(problem)  # Slurm is asked (in milliseconds) like host names are resolved
+    if scheduler and resolve and (problem := scheduler.cluster_problem(params, controller)):
+        raise PreflightError(problem)  # the scheduler is asked (in milliseconds) like host names are resolved
     return controller
 
 
@@ -126,10 +125,11 @@ def probe_hosts(params: Params, data_dir: Path, slots: dict[str, int]) -> dict[s
 
 def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
     """The whole preflight: settings, hosts (probed over ssh), the data; all it found out for the launch."""
-    controller = check_settings(params)  # a Slurm job's checks included
-    if params.train.scheduler == "slurm":
-        check_data(params, data_dir, params.slurm.gpus_per_node)
-        return LaunchCheck(controller, params.slurm.gpus_per_node)
+    controller = check_settings(params)  # a scheduler's checks included
+    if scheduler := scheduler_for(params):
+        gpus = scheduler.gpus_per_node(params)
+        check_data(params, data_dir, gpus)
+        return LaunchCheck(controller, gpus)
     slots = host_slots(params.train)
     answers = probe_hosts(params, data_dir, slots)
     gpus = first_host_gpus(slots, answers)
@@ -146,10 +146,10 @@ def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
 def dry_run_check(params: Params, data_dir: Path) -> LaunchCheck:
     """Preflight without contacting any host (names are not even resolved): the hosts are not checked."""
     controller = check_settings(params, resolve=False)
-    slots = host_slots(params.train)
-    gpus = host_probe.gpu_count() if is_local(next(iter(slots))) else 0
-    if params.train.scheduler == "slurm":
-        gpus = params.slurm.gpus_per_node
+    if scheduler := scheduler_for(params):
+        gpus = scheduler.gpus_per_node(params)
+    else:
+        gpus = host_probe.gpu_count() if is_local(next(iter(host_slots(params.train)))) else 0
     check_data(params, data_dir, gpus)
     return LaunchCheck(controller, gpus, hosts_checked=False)
 

@@ -13,6 +13,7 @@ from tasks import steps
 from tasks.errors import is_bad_input, sentence
 from tasks.interrupt import interrupted
 from tasks.launch.hostlist import host_slots, listed
+from tasks.launch.launchers.choose import scheduler_for
 from tasks.params import Params
 from tasks.sweep.pruning import EpochReporter, TrialPruned
 from tasks.sweep.search import suggest
@@ -67,7 +68,7 @@ def placed_params(base: Params, values: dict[str, Any], placed: dict[str, int], 
     """A trial's params: its values, on its slots (train.hosts when the sweep's hosts were named; on this machine,
     its share of the cores as each rank's threads)."""
     chosen = dict(values)
-    if base.train.scheduler == "slurm":  # Slurm places each trial's job
+    if scheduler_for(base):  # the scheduler places each trial's job
         return with_value(base, chosen)
     if listed(base.train):
         chosen |= {"train.hosts": hosts_text(placed), "train.hostfile": None}  # its slots, named either way
@@ -77,10 +78,10 @@ def placed_params(base: Params, values: dict[str, Any], placed: dict[str, int], 
 
 
 def trial_slots(base: Params) -> dict[str, int]:
-    """The slots the sweep's trials share: the named hosts', or this machine's cores (under Slurm, the jobs of
+    """The slots the sweep's trials share: the named hosts', or this machine's cores (under a scheduler, the jobs of
     `parallel` trials: the cluster finds their nodes)."""
-    if base.train.scheduler == "slurm":
-        return {"slurm": base.train.np * base.sweep.parallel}
+    if scheduler := scheduler_for(base):
+        return scheduler.trial_slots(base, base.sweep.parallel)
     return host_slots(base.train) if listed(base.train) else {"localhost": os.cpu_count() or 1}
 
 

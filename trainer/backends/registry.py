@@ -33,6 +33,11 @@ class BackendSpec:
         return self.launcher == "horovodrun"
 
     @property
+    def single_process(self) -> bool:
+        """One training process, whatever np says (its replicas are devices of that process)."""
+        return self.launcher == "process"
+
+    @property
     def elastic_capable(self) -> bool:
         return self.elastic_module is not None
 

@@ -11,11 +11,13 @@ from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.launchers.base import Launcher, trainer_command
 from tasks.launch.remote.addresses import head_address, is_local
 from tasks.launch.remote.command import ssh_command
+from tasks.launch.slurm.commands import SRUN
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
 from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV
+from trainer.slurm_cluster import PORTS_DIR_ENV
 
 PS_SERVER = [sys.executable, "-m", "trainer.backends.ps_server"]
 # ssh passes almost none of the environment: what a process started on another host needs, named (on its command
@@ -104,4 +106,14 @@ def listens(params: Params, controller: str | None) -> list[str]:
     return lines
 
 
-LAUNCHER = Launcher(processes, port_hosts, listens)
+def in_allocation(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+    """Under Slurm: each node's ports picked first (a step of one task per node), then one worker per task."""
+    ports = shlex.quote(str(job_dir / "ports")) + '-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"'
+    picker = shlex.join(trainer_command(config_file)[:1] + ["-m", "trainer.slurm_cluster", "ports"])
+    return [f"export {PORTS_DIR_ENV}={ports}",
+            f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 {picker} "${PORTS_DIR_ENV}" '
+            f"{params.slurm.tasks_per_node} || exit 1",
+            f"{shlex.join(SRUN)} {shlex.join(trainer_command(config_file))} &"]
+
+
+LAUNCHER = Launcher(processes, port_hosts, listens, in_allocation=in_allocation)

@@ -3,6 +3,7 @@ and present), with its stall check; elastic: the hosts come from the discovery s
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from tasks.launch.hostlist import host_slots, rank_hosts
 from tasks.launch.launchers.base import Launcher, trainer_command
 from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.discovery import discovery_script
+from tasks.launch.slurm.commands import MPI_PLUGINS, SRUN
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
+from trainer.choices import controller_spec
 from trainer.config import TrainParams
 
 # horovodrun's command line, answering its build question from set-up's record (tasks/launch/horovodrun_cli.py)
@@ -65,16 +68,16 @@ def horovod_command(params: Params, controller: str, config_file: Path, hosts: s
     if train.elastic:  # Horovod: the hosts come from the discovery script
         where = elastic_arguments(train.elastic, discovery_script(train.elastic, config_file.parent))
         interface = elastic_interface(train, host_slots(train))
-    return [*HOROVODRUN, f"--{controller}", "-np", str(train.np), *where, *stall_arguments(train.stall_timeout_seconds),
+    return [*HOROVODRUN, controller_spec(controller).horovodrun_flag, "-np", str(train.np), *where,
+            *stall_arguments(train.stall_timeout_seconds),
             *(["--network-interface", interface] if interface else []),
             *train.horovodrun_args, *trainer_command(config_file)]
 
 
 def controller_environment(controller: str) -> dict[str, str]:
-    """Open MPI refuses to run as root unless told twice (containers, the test cluster)."""
-    if controller == "mpi" and os.geteuid() == 0:
-        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    return {}
+    """What the controller needs in the ranks' environment: Open MPI's permission to run as root (containers,
+    the test cluster)."""
+    return dict(controller_spec(controller).root_environment) if os.geteuid() == 0 else {}
 
 
 def processes(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
@@ -92,7 +95,9 @@ def listens(params: Params, controller: str | None) -> list[str]:
     where = "the hosts discovery finds" if train.elastic else ", ".join(host_slots(train))
     chosen = rank_interface(train)
     interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
-    if controller == "mpi":  # measured: mpirun's and the ranks' sockets listen on 0.0.0.0 and :: whatever they use
+    # measured: without the rendezvous (MPI), mpirun's and the ranks' sockets listen on 0.0.0.0 and :: whatever
+    # they use
+    if controller and not controller_spec(controller).rendezvous:
         used = f"traffic over {chosen}" if chosen else "traffic over the interfaces Horovod finds routable"
         return [f"Open MPI's daemons and the ranks' TCP transport on {where}, every interface (Open MPI binds them "
                 f"so; {used})"]
@@ -100,4 +105,19 @@ def listens(params: Params, controller: str | None) -> list[str]:
             f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]
 
 
-LAUNCHER = Launcher(processes, listens=listens)
+def in_allocation(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+    """Under Slurm: with Gloo, horovodrun over the allocation's nodes (Gloo needs its rendezvous); with MPI, the
+    ranks as one srun step (PMIx, or PMI-2, whichever srun offers)."""
+    if controller is None:
+        raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
+    if controller_spec(controller).rendezvous:
+        hosts = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/:$SLURM_NTASKS_PER_NODE/" | paste -sd,)"'
+        command = shlex.join(horovod_command(params, controller, config_file, "HOSTS"))
+        return [f"hosts={hosts}", command.replace(" HOSTS ", ' "$hosts" ') + " &"]
+    stall = " ".join(f"{key}={value}" for key, value in stall_environment(params.train.stall_timeout_seconds).items())
+    return [f"mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 '{'|'.join(MPI_PLUGINS)}')  # what srun offers: PMIx, else "
+            "PMI-2",
+            f'{stall} {shlex.join(SRUN)} --mpi="$mpi" {shlex.join(trainer_command(config_file))} &']
+
+
+LAUNCHER = Launcher(processes, listens=listens, in_allocation=in_allocation)

@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 
 from tasks.atomic import write_bytes_atomic
-from tasks.launch.launchers.base import Launcher
-from tasks.launch.slurm.batch_script import SCRIPT_NAME, batch_script
+from tasks.launch.launchers.base import Launcher, Scheduler
+from tasks.launch.slurm.batch_script import SCRIPT_NAME, batch_script, unsupported
 from tasks.launch.slurm.commands import SlurmError, cancel, live_jobs
 from tasks.launch.slurm.follow import JOB_IDS_FILE, run_prefix
+from tasks.launch.slurm.preflight import slurm_problem
 from tasks.launch.supervise.processes import Process
-from tasks.params import Params
+from tasks.params import Params, ParamsError
+from trainer.choices import controller_spec
 
 FOLLOWER = [sys.executable, "-m", "tasks.launch.slurm.follow"]
 ALLOCATED = "<allocated>"  # a rank's host until it says where it runs
@@ -68,12 +70,31 @@ def stop(hosts: list[str], config_file: Path) -> None:
 
 def listens(params: Params, controller: str | None) -> list[str]:
     """What the ranks open on the allocated nodes."""
-    if controller == "gloo":
+    if controller and controller_spec(controller).rendezvous:
         return ["horovodrun's rendezvous (HTTP) on the job's first node, every interface; Gloo between the ranks on "
                 "the allocated nodes"]
-    if controller == "mpi":
+    if controller:
         return ["Open MPI's TCP transport between the ranks on the allocated nodes, every interface"]
     return ["TensorFlow gRPC servers on the allocated nodes, every interface (TensorFlow binds 0.0.0.0)"]
 
 
 LAUNCHER = Launcher(processes, listens=listens, prepare=prepare, describe=describe, stop=stop)
+
+
+def at_np(params: Params, np: int) -> Params:
+    """The job at np ranks: whole nodes of slurm.tasks_per_node ranks, or one node of fewer."""
+    per_node = min(params.slurm.tasks_per_node, np)
+    if np % per_node:
+        raise ParamsError(f"np {np} is not a whole number of nodes of slurm.tasks_per_node {per_node}")
+    shape = {"nodes": np // per_node, "tasks_per_node": per_node}
+    return params.model_copy(update={"train": params.train.model_copy(update={"np": np}),
+                                     "slurm": params.slurm.model_copy(update=shape)})
+
+
+def trial_slots(params: Params, parallel: int) -> dict[str, int]:
+    """The ranks of `parallel` trials' jobs at once; Slurm finds their nodes."""
+    return {"the Slurm cluster": params.train.np * parallel}
+
+
+SCHEDULER = Scheduler(LAUNCHER, unsupported, slurm_problem, lambda params: params.slurm.gpus_per_node, at_np,
+                      trial_slots)

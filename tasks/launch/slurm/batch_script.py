@@ -1,26 +1,25 @@
 """The batch script of a training job under Slurm: readable, and what the train step submits (a user can `sbatch`
 it by hand). Pure: it contacts no host and asks Slurm nothing; the script asks the allocation at run time.
 
-How the ranks start, by the backend's launcher (trainer/backends/registry.py): Horovod with MPI by `srun` directly
-(PMIx, or PMI-2, whichever srun offers); Horovod with Gloo by horovodrun inside the allocation over its nodes (Gloo
-needs horovodrun's rendezvous); multiworker by `srun`, one worker per task, after a first step picked ports on each
-node; a one-process backend by `srun` on one node. Slurm's notice before the time limit (`--signal=B:USR1@N`) is
-passed to the ranks, which stop after the report or checkpoint in progress; the job then asks to be requeued.
+How the ranks start is the backend's launcher's to say (its `in_allocation`, tasks/launch/launchers/): Horovod
+with MPI by `srun` directly (PMIx, or PMI-2, whichever srun offers); Horovod with Gloo by horovodrun inside the
+allocation over its nodes (Gloo needs horovodrun's rendezvous); multiworker by `srun`, one worker per task, after a
+first step picked ports on each node; a one-process backend by `srun` on one node. Slurm's notice before the time
+limit (`--signal=B:USR1@N`) is passed to the ranks, which stop after the report or checkpoint in progress; the job
+then asks to be requeued.
 """
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
-from tasks.launch.launchers.base import trainer_command
-from tasks.launch.launchers.horovodrun import horovod_command, stall_environment
-from tasks.launch.slurm.commands import MPI_PLUGINS
+from tasks.launch.launchers.by_backend import backend_launcher
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
+from trainer.choices import controller_spec
 from trainer.config import CONTROL_CHARACTER
 from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV
-from trainer.slurm_cluster import PORTS_DIR_ENV
 
 SCRIPT_NAME = "job.sh"
 OUTPUT_PATTERN = "slurm-%j.out"  # in the job's directory: every rank's lines, tagged by rank (srun --label)
@@ -29,7 +28,6 @@ STOPPED_ON_NOTICE_EXIT = 75  # the ranks stopped on Slurm's notice and the job m
 # tracking setting)
 EXPORTED = ("PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", METRICS_SPOOL_ENV,
             HEARTBEAT_ENV)
-SRUN = ["srun", "--label", "--kill-on-bad-exit=1", "--distribution=block"]
 
 
 def unsupported(params: Params) -> str | None:
@@ -39,7 +37,7 @@ def unsupported(params: Params) -> str | None:
         return f"backend {spec.name} does not run under Slurm yet: use horovod, horovod-tape or multiworker"
     if params.train.elastic:
         return "train.elastic does not run under Slurm yet: the allocation's nodes are fixed"
-    if spec.launcher == "process" and slurm.tasks != 1:
+    if spec.single_process and slurm.tasks != 1:
         return (f"backend {spec.name} is one process: set slurm.nodes and slurm.tasks_per_node to 1 (got "
                 f"{slurm.nodes} x {slurm.tasks_per_node})")
     return None
@@ -60,27 +58,12 @@ def sbatch_options(params: Params, job_dir: Path) -> list[str]:
 
 
 def rank_start(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
-    """The script's lines that start the ranks (in the background: the notice's trap runs while they do)."""
-    spec, train = backend_spec(params.train.backend), params.train
-    python = shlex.join(trainer_command(config_file))
-    if spec.horovod and controller == "gloo":
-        hosts = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/:$SLURM_NTASKS_PER_NODE/" | paste -sd,)"'
-        command = shlex.join(horovod_command(params, controller, config_file, "HOSTS"))
-        return [f"hosts={hosts}", command.replace(" HOSTS ", ' "$hosts" ') + " &"]
-    srun = shlex.join(SRUN)
-    if spec.horovod:
-        stall = " ".join(f"{key}={value}" for key, value in stall_environment(train.stall_timeout_seconds).items())
-        plugins = "|".join(MPI_PLUGINS)
-        return [f"mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 '{plugins}')  # what srun offers: PMIx, else PMI-2",
-                f'{stall} {srun} --mpi="$mpi" {python} &']
-    if spec.launcher == "cluster":  # each node's ports first, then one worker per task
-        ports = shlex.quote(str(job_dir / "ports")) + '-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"'
-        picker = shlex.join(trainer_command(config_file)[:1] + ["-m", "trainer.slurm_cluster", "ports"])
-        return [f"export {PORTS_DIR_ENV}={ports}",
-                f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 {picker} "${PORTS_DIR_ENV}" '
-                f"{params.slurm.tasks_per_node} || exit 1",
-                f"{srun} {python} &"]
-    return [f"{srun} --nodes=1 --ntasks=1 {python} &"]
+    """The script's lines that start the ranks (in the background: the notice's trap runs while they do), as the
+    backend's launcher starts them inside an allocation."""
+    start = backend_launcher(params.train.backend).in_allocation
+    if start is None:
+        raise ValueError(f"backend {params.train.backend} does not run under Slurm")
+    return start(params, controller, config_file, job_dir)
 
 
 NOTICE_TRAP = """\
@@ -118,7 +101,7 @@ def batch_script(params: Params, controller: str | None, config_file: Path, env:
     """The whole batch script of the job whose processes read `config_file`; its output goes to `job_dir`."""
     spec = backend_spec(params.train.backend)
     exports = [f"export {key}={shlex.quote(env[key])}" for key in EXPORTED if key in env]
-    gloo = spec.horovod and controller == "gloo"
+    by_horovodrun = spec.horovod and controller is not None and controller_spec(controller).rendezvous
     lines = ["#!/bin/bash",
              f"# ringflow: a {params.train.backend} training job of {params.train.np} ranks "
              f"({params.slurm.nodes} nodes x {params.slurm.tasks_per_node}), written by the train step.",
@@ -126,7 +109,8 @@ def batch_script(params: Params, controller: str | None, config_file: Path, env:
                      f"{job_dir / SCRIPT_NAME}".replace("  ", " ")),
              *[f"#SBATCH {option}" for option in sbatch_options(params, job_dir)],
              "set -u", f"cd {shlex.quote(str(ROOT))}", *exports,
-             NOTICE_TRAP % ("TERM" if gloo else "USR1"),  # srun passes USR1 on to every task; horovodrun stops on TERM
+             # srun passes USR1 on to every task; horovodrun stops on TERM
+             NOTICE_TRAP % ("TERM" if by_horovodrun else "USR1"),
              'echo "ringflow: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})"',
              *rank_start(params, controller, config_file, job_dir),
              WAIT_AND_END % (params.slurm.max_requeues, STOPPED_ON_NOTICE_EXIT, STOPPED_ON_NOTICE_EXIT)]

@@ -8,6 +8,7 @@ import time
 
 from tasks.launch.slurm.states import JobState, parse_job
 
+SRUN = ["srun", "--label", "--kill-on-bad-exit=1", "--distribution=block"]  # a job step of tagged, block-placed ranks
 MPI_PLUGINS = ("pmix", "pmi2")  # what Open MPI and Horovod start under, in the order the batch script prefers them
 COMMAND_SECONDS = 60  # slurmctld answers in well under a second; a minute means it is down or unreachable
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from tasks.launch.slurm.batch_script import sbatch_options, unsupported
 from tasks.launch.slurm.commands import SlurmError, mpi_plugins, slurm, test_submit
 from tasks.params import Params
+from trainer.choices import controller_spec
 
 NEEDED = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 
@@ -62,7 +63,7 @@ def slurm_problem(params: Params, controller: str | None) -> str | None:
     try:
         if problem := shape_problem(params):
             return problem
-        if controller == "mpi" and not mpi_plugins():
+        if controller and not controller_spec(controller).rendezvous and not mpi_plugins():  # srun starts them
             return ("srun offers neither pmix nor pmi2 (srun --mpi=list), which Horovod's MPI ranks need: set "
                     "train.controller gloo, or ask the cluster's admin for Slurm's PMIx plugin")
         return refusal(params)

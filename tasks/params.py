@@ -273,6 +273,14 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     return merged
 
 
+def with_overrides(params: Params, overrides: dict[str, Any]) -> Params:
+    """The params with `{'train.epochs': 3}`-style overrides applied and validated again; ParamsError in one line."""
+    try:
+        return Params.model_validate(apply_overrides(params.model_dump(), overrides))
+    except ValidationError as error:
+        raise ParamsError(_one_line(error)) from None
+
+
 def parse_assignments(assignments: list[str]) -> dict[str, str]:
     """`['train.epochs=3']` -> `{'train.epochs': '3'}`."""
     pairs = {}

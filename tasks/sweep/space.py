@@ -7,7 +7,7 @@ import itertools
 import math
 from typing import Any
 
-from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields
+from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields, with_overrides
 from tasks.passthrough import PASSTHROUGH_KEYS
 
 MAX_CHOICES = 1000  # choices of one parameter
@@ -51,16 +51,10 @@ def check_entry(base: Params, name: str, entry: Entry) -> None:
 
 def with_value(base: Params, chosen: dict[str, Any]) -> Params:
     """The params with a trial's values; ParamsError naming the value a parameter does not take."""
-    document = base.model_dump()
-    for name, value in chosen.items():
-        section, _, key = name.partition(".")
-        document[section][key] = value
     try:
-        return Params.model_validate(document)
-    except ValueError as error:
-        first = str(error).splitlines()
-        said = first[2].strip() if len(first) > 2 else first[0]
-        raise ParamsError(f"bad sweep space: {', '.join(f'{k}={v!r}' for k, v in chosen.items())}: {said}") \
+        return with_overrides(base, chosen)
+    except ParamsError as error:
+        raise ParamsError(f"bad sweep space: {', '.join(f'{k}={v!r}' for k, v in chosen.items())}: {error}") \
             from None
 
 

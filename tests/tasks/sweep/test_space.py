@@ -30,8 +30,10 @@ def test_the_default_space_and_a_mixed_one_are_good() -> None:
     ({"train.model": {"low": 1, "high": 2}}, "train.model is not a number parameter: give a list of choices"),
     ({"train.precision": {"low": 1, "high": 2}}, "train.precision is not a number parameter"),
     ({"train.batch_size": []}, "train.batch_size has no choices"),
-    ({"train.batch_size": [32, 0]}, "train.batch_size=0: Input should be greater than or equal to 1"),
-    ({"train.model": ["cnn", "resnet9000"]}, "train.model='resnet9000': Value error, unknown model 'resnet9000'"),
+    ({"train.batch_size": [32, 0]},
+     "train.batch_size=0: bad parameter train.batch_size: Input should be greater than or equal to 1"),
+    ({"train.model": ["cnn", "resnet9000"]},
+     "train.model='resnet9000': bad parameter train.model: unknown model 'resnet9000'"),
     ({"train.epochs": {"low": 1.5, "high": 3}}, "train.epochs takes whole numbers"),
     ({}, "it is empty"),
 ])

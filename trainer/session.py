@@ -48,9 +48,8 @@ def plan(config: TrainerConfig, processes: int, gpus_per_host: int | None = None
     spec = backend_spec(train.backend)
     gpus = local_gpu_count() if gpus_per_host is None else gpus_per_host
     manifest = read_manifest(config.job.data_dir)
-    replicas, pipelines = spec.replicas(processes, gpus), spec.input_pipelines(processes)
-    global_batch = spec.global_batch(train.batch_size, processes, gpus)
-    data = training_plan(manifest, pipelines, global_batch // pipelines, train.seed)
+    replicas, global_batch = spec.replicas(processes, gpus), spec.global_batch(train.batch_size, processes, gpus)
+    data = training_plan(manifest, *spec.pipeline_batches(train.batch_size, processes, gpus), train.seed)
     steps = max(1, data.steps_per_epoch)
     rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
     return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, data,

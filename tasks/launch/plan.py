@@ -52,10 +52,8 @@ def training_data_plan(params: Params, manifest: dict, gpus_per_host: int) -> Tr
     """Each input pipeline's share of the training split per epoch, as the processes will cut it (the backend's
     spec says how many pipelines and what global batch)."""
     train = params.train
-    spec = backend_spec(train.backend)
-    pipelines = spec.input_pipelines(train.np)
-    return training_plan(manifest, pipelines, spec.global_batch(train.batch_size, train.np, gpus_per_host) // pipelines,
-                         train.seed)
+    pipelines, batch = backend_spec(train.backend).pipeline_batches(train.batch_size, train.np, gpus_per_host)
+    return training_plan(manifest, pipelines, batch, train.seed)
 
 
 def data_plan_lines(params: Params, manifest: dict, gpus_per_host: int) -> list[str]:

@@ -74,6 +74,11 @@ class BackendSpec:
         """Records per optimizer step (train.batch_size is per replica)."""
         return batch_size * self.replicas(np, gpus_per_host)
 
+    def pipeline_batches(self, batch_size: int, np: int, gpus_per_host: int) -> tuple[int, int]:
+        """(input pipelines, the batch each reads per step): the global batch shared among the pipelines."""
+        pipelines = self.input_pipelines(np)
+        return pipelines, self.global_batch(batch_size, np, gpus_per_host) // pipelines
+
 
 def _tf_distribute(name: str, replication: Replication, launcher: Launcher,
                    logical_cpu_devices: bool = False) -> BackendSpec:

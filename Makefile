@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 UI_PORT ?= 5000
 # pytest's parallel workers for make test: most system tests wait (on servers, timeouts, outages) more than they
 # compute (make test-fast, whose tests compute, runs on 2)
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 # a module stays on one worker; the modules that use the test cluster share one (tests/parallel.py)
 PARALLEL = -n $(TEST_WORKERS)
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A test cluster on this machine: N hosts h1..hN, each a network namespace with its own hostname (a UTS namespace),
 # an address on a bridge (10.77.0.11, .12, ...; this machine, the head node, is 10.77.0.1) and an sshd that takes
-# a generated key. The filesystem is shared, unless `--private`: then each host also has its own mount namespace in
+# a generated key. RINGFLOW_TESTCLUSTER=g makes a second cluster beside it, hosts g1..gN on 10.77.1.0/24, with
+# names, links and state of its own (the test suite runs its cluster tests on both at once); h is the default; f
+# (10.77.2.0/24) is the script's own test's, beside the other two. The filesystem is shared, unless `--private`: then each host also has its own mount namespace in
 # which this checkout's data/, outputs/ and mlruns/ and /tmp are empty directories of its own (a host with its own
 # disk: the code and .venv stay visible at the same path, as if installed there alike). With `--slurm`, the hosts
 # are also the nodes of a Slurm cluster whose controller runs on this machine (scripts/testcluster_slurm.sh). Root
-# only.
+# only. Only cluster h can have Slurm (one slurm.conf per machine).
 #
 #   scripts/testcluster.sh up [N] [--private | --slurm]    make the hosts (2 by default); prints their names
 #   scripts/testcluster.sh down      stop every sshd and process of the hosts and remove them
@@ -14,11 +16,18 @@
 # `up` adds the names to /etc/hosts and a block to ~/.ssh/config (key, no host-key prompts); `down` removes both.
 set -euo pipefail
 
-PREFIX="rf-h"
-BRIDGE="rfbr0"
-SUBNET="10.77.0"
-STATE="/run/ringflow-testcluster"
-MARK="# ringflow test cluster"
+CLUSTER="${RINGFLOW_TESTCLUSTER:-h}"  # the hosts' letter
+case "$CLUSTER" in  # h keeps the names it always had
+  h) NET=0 STATE="/run/ringflow-testcluster" MARK="# ringflow test cluster" ;;
+  g|f) NET=$([ "$CLUSTER" = g ] && echo 1 || echo 2) STATE="/run/ringflow-testcluster-$CLUSTER"
+       MARK="# ringflow test cluster $CLUSTER" ;;
+  *) echo "testcluster: RINGFLOW_TESTCLUSTER is h, g or f, not $CLUSTER" >&2; exit 1 ;;
+esac
+PREFIX="rf-$CLUSTER"
+BRIDGE="rfbr$NET"
+LINK_PREFIX="rfv$CLUSTER"  # this machine's end of each host's link: rfvh1, ...
+SUBNET="10.77.$NET"
+LOCK="/run/ringflow-testcluster.lock"  # /etc/hosts and ~/.ssh/config are edited by one cluster at a time
 CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PRIVATE_DIRS=(data outputs mlruns)  # of the checkout, hidden from a --private host
 SSH_CONFIG="$HOME/.ssh/config"
@@ -27,7 +36,9 @@ source "$CHECKOUT/scripts/testcluster_slurm.sh"
 
 die() { echo "testcluster: $*" >&2; exit 1; }
 
-hosts_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" | sed "s/^$PREFIX/h/" | sort -V || true; }
+hosts_up() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX[0-9]" | sed "s/^$PREFIX/$CLUSTER/" | sort -V || true
+}
 
 replace_file() {  # $1: file, $2: its new content in a temporary file beside it; renamed into place, or copied
   # over it where the file is a mount point (/etc/hosts in a container), never truncated before the copy is whole
@@ -38,16 +49,19 @@ replace_file() {  # $1: file, $2: its new content in a temporary file beside it;
 remove_marked() {  # remove the lines between our markers from a file
   [ -f "$1" ] || return 0
   local new="$1.ringflow-testcluster.$$"
-  sed "/^$MARK begin/,/^$MARK end/d" "$1" > "$new"
-  replace_file "$1" "$new"
+  ( flock 9
+    sed "/^$MARK begin\$/,/^$MARK end\$/d" "$1" > "$new"
+    replace_file "$1" "$new" ) 9>"$LOCK"
 }
 
 append_block() {  # $1: file; appends standard input as a block between our markers, on lines of its own
-  local new="$1.ringflow-testcluster.$$"
-  { if [ -s "$1" ]; then cat "$1"; [ -z "$(tail -c 1 "$1")" ] || echo; fi  # end the file's last line first
-    echo "$MARK begin"; cat; echo "$MARK end"; } > "$new"
-  [ -e "$1" ] || : > "$1"
-  replace_file "$1" "$new"
+  local new="$1.ringflow-testcluster.$$" block
+  block="$(cat)"
+  ( flock 9
+    { if [ -s "$1" ]; then cat "$1"; [ -z "$(tail -c 1 "$1")" ] || echo; fi  # end the file's last line first
+      echo "$MARK begin"; echo "$block"; echo "$MARK end"; } > "$new"
+    [ -e "$1" ] || : > "$1"
+    replace_file "$1" "$new" ) 9>"$LOCK"
 }
 
 make_bridge() {
@@ -70,10 +84,11 @@ private_view() {  # $1: the host's state dir; prints the commands that give it i
 }
 
 make_host() {  # $1: index, $2: 1 for a private filesystem view
-  local index="$1" private="$2" name="h$1" ns="$PREFIX$1" address="$SUBNET.$((10 + $1))" dir="$STATE/h$1"
+  local index="$1" private="$2" name="$CLUSTER$1" ns="$PREFIX$1" address="$SUBNET.$((10 + $1))"
+  local dir="$STATE/$CLUSTER$1"
   ip netns add "$ns"
-  ip link add "rfv$index" type veth peer name eth0 netns "$ns"
-  ip link set "rfv$index" master "$BRIDGE" up
+  ip link add "$LINK_PREFIX$index" type veth peer name eth0 netns "$ns"
+  ip link set "$LINK_PREFIX$index" master "$BRIDGE" up
   ip -n "$ns" addr add "$address/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
@@ -135,6 +150,7 @@ up() {  # [N] [--private | --slurm], in any order
   done
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
   [ "$private$slurm" != 11 ] || die "up: --slurm needs the shared filesystem (a Slurm job's files), not --private"
+  [ "$slurm" = 0 ] || [ "$CLUSTER" = h ] || die "up: --slurm is cluster h's (one slurm.conf per machine)"
   [ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server (make setup installs it)"
   [ -z "$(hosts_up)" ] || die "already up: $(hosts_up | tr '\n' ' ')(scripts/testcluster.sh down first)"
   trap 'code=$?; [ "$code" = 0 ] || { echo "testcluster: up failed; undoing what it made" >&2; down; }' EXIT
@@ -143,7 +159,7 @@ up() {  # [N] [--private | --slurm], in any order
   make_bridge
   for index in $(seq "$count"); do make_host "$index" "$private"; done
   write_client_config
-  for index in $(seq "$count"); do wait_for_ssh "h$index"; done
+  for index in $(seq "$count"); do wait_for_ssh "$CLUSTER$index"; done
   [ "$slurm" = 0 ] || slurm_up "$count"
   trap - EXIT
   hosts_up | tr '\n' ' ' && echo
@@ -151,14 +167,15 @@ up() {  # [N] [--private | --slurm], in any order
 
 down() {
   local ns pid link
-  slurm_down
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" || true); do
+  [ "$CLUSTER" != h ] || slurm_down
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX[0-9]" || true); do
     for pid in $(ip netns pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
     for _ in $(seq 50); do [ -z "$(ip netns pids "$ns")" ] && break; sleep 0.1; done
     ip netns delete "$ns"
   done
   # A namespace is freed once its last process is gone: remove our ends of the links now, not then.
-  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^rfv' || true); do
+  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
+                | grep "^$LINK_PREFIX[0-9]" || true); do
     ip link delete "$link" 2>/dev/null || true
   done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"

@@ -1,12 +1,14 @@
 """How `make test` spreads the suite over pytest-xdist's workers: a module's tests stay on one worker (its module
-fixtures are made once, not once per worker), and every module that uses the test cluster (its network namespaces,
-/etc/hosts and ~/.ssh/config, its Slurm: one per machine) is in one group, run one module after another. The
-longest groups are handed out first, so the last to end is a short one.
+fixtures are made once, not once per worker), and every module that uses a test cluster (its network namespaces and
+its hosts' names; cluster h's Slurm: one per machine) is in that cluster's group, run one module after another: h's
+(the default) and g's (`TEST_CLUSTER = "g"` in the module) run side by side. The longest groups are handed out
+first, so the last to end is a short one.
 
 (xdist's own `--dist loadgroup` marks a group in the test's node id, which pytest 9 no longer lets a plugin change:
 the groups are made here, from the node ids, by a scheduler of xdist's `loadscope` kind.)"""
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,15 +16,18 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MACHINE_WIDE_GROUP = "the test cluster"
-USES_THE_TEST_CLUSTER = "from tests.tasks.launch.cluster_hosts import"
+CLUSTER_GROUP = "the test cluster "  # and the cluster's letter
+USES_A_TEST_CLUSTER = "from tests.tasks.launch.cluster_hosts import"
+ON_CLUSTER = re.compile(r'^TEST_CLUSTER = "([a-z])"', re.MULTILINE)
 
 
 @cache
 def group_of_module(module: str) -> str:
-    """A module's group: the machine-wide one when it uses the test cluster, else its own path."""
+    """A module's group: its test cluster's when it uses one, else its own path."""
     source = (ROOT / module).read_text() if (ROOT / module).is_file() else ""
-    return MACHINE_WIDE_GROUP if USES_THE_TEST_CLUSTER in source else module
+    if USES_A_TEST_CLUSTER not in source:
+        return module
+    return CLUSTER_GROUP + (found.group(1) if (found := ON_CLUSTER.search(source)) else "h")
 
 
 def group_of(nodeid: str) -> str:
@@ -31,8 +36,8 @@ def group_of(nodeid: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The machine-wide group first, then the modules of system tests, most tests first, then the rest (each
-    worker collects alike, so each has this order)."""
+    """The clusters' groups first, then the modules of system tests, most tests first, then the rest (each worker
+    collects alike, so each has this order)."""
     slow_tests: dict[str, int] = {}
     for item in items:
         if item.get_closest_marker("slow"):
@@ -40,7 +45,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     def start_order(item: pytest.Item) -> tuple[int, int]:
         group = group_of(item.nodeid)
-        return (0 if group == MACHINE_WIDE_GROUP else 1 if group in slow_tests else 2), -slow_tests.get(group, 0)
+        return (0 if group.startswith(CLUSTER_GROUP) else 1 if group in slow_tests else 2), -slow_tests.get(group, 0)
     items.sort(key=start_order)
 
 

@@ -1,6 +1,6 @@
 """`make services` for a team on the test cluster: the servers bind the head's address on the hosts' network, so
 authentication is on (no request without credentials, credentials in files of mode 0600, no password on any command
-line); a worker of the remote pool on h1 pulls the deployment's commit, sets it up and runs it there, tracked on the
+line); a worker of the remote pool on a host pulls the deployment's commit, sets it up and runs it there, tracked on the
 head's servers."""
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ import requests
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, run
 from tests.scripts.services import Services, started_services
-from tests.tasks.launch.cluster_hosts import cluster_up, on_host
+from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, on_host
 
-pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on h1
+pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on a host
+TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
+H1 = hosts_of(TEST_CLUSTER)[0]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
-    yield from cluster_up()
+    yield from cluster_up(cluster=TEST_CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +68,8 @@ def remote_worker(services: Services, host: str) -> int:
     return int(started.stdout.split()[-1])
 
 
-def test_a_worker_on_h1_pulls_the_commit_and_runs_the_deployment_there(services: Services) -> None:
-    worker = remote_worker(services, "h1")
+def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services) -> None:
+    worker = remote_worker(services, H1)
     try:
         env = dict(services.env, **services.client)
         done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
@@ -81,7 +83,7 @@ def test_a_worker_on_h1_pulls_the_commit_and_runs_the_deployment_there(services:
     (found,) = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
     tags = {tag["key"]: tag["value"] for tag in found["data"]["tags"]}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True).stdout
-    assert (found["info"]["status"], tags["ringflow.host"]) == ("FINISHED", "h1")
-    assert tags["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on h1
+    assert (found["info"]["status"], tags["ringflow.host"]) == ("FINISHED", H1)
+    assert tags["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on the host
     served = list(Path(services.home / "mlflow-artifacts").glob("*/*/artifacts/savedmodel/saved_model.pb"))
-    assert len(served) == 1  # through the head's server: h1 wrote nothing into the head's store itself
+    assert len(served) == 1  # through the head's server: the host wrote nothing into the head's store itself

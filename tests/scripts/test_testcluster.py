@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from tests.helpers import quiet_env
-from tests.tasks.launch.cluster_hosts import SCRIPT, STATE, cluster_state
+from tests.tasks.launch.cluster_hosts import SCRIPT, STATE, STATES, cluster_state, on_host
 
 pytestmark = pytest.mark.slow  # makes and removes network namespaces and sshd
 
@@ -19,8 +19,9 @@ USER_CONFIG = "Host build\n  HostName build.example\n  User me"  # no newline af
 MARK = "# ringflow test cluster"
 
 
-def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=quiet_env())
+def run_script(*args: str, cluster: str = "h") -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          env=quiet_env() | {"RINGFLOW_TESTCLUSTER": cluster})
 
 
 @pytest.fixture
@@ -56,16 +57,35 @@ def test_up_then_down_gives_back_the_user_s_files(ssh_config: Path) -> None:
 
 def test_an_up_that_fails_halfway_undoes_what_it_made(ssh_config: Path) -> None:
     """The second host's link name is taken (as by a leftover of another tool): h1 was made, h2 cannot be."""
-    subprocess.run(["ip", "link", "add", "rfv2", "type", "bridge"], check=True)
+    subprocess.run(["ip", "link", "add", "rfvh2", "type", "bridge"], check=True)
     try:
         up = run_script("up", "2")
     finally:
-        subprocess.run(["ip", "link", "delete", "rfv2"], capture_output=True)
+        subprocess.run(["ip", "link", "delete", "rfvh2"], capture_output=True)
     assert up.returncode != 0 and "up failed; undoing what it made" in up.stderr
     namespaces, daemons = cluster_state()
-    assert "rf-h" not in namespaces and not daemons and not STATE.exists()
+    assert not namespaces and not daemons and not STATE.exists()
     assert MARK not in Path("/etc/hosts").read_text()
     assert ssh_config.read_text() == USER_CONFIG
+
+
+def test_a_second_cluster_beside_the_first_is_its_own(ssh_config: Path) -> None:
+    """f1 (cluster f: the suite runs cluster g's tests meanwhile) comes up beside h1 with its own name, address and
+    files; its `down` leaves h1 whole."""
+    assert run_script("up", "1").returncode == 0
+    try:
+        up = run_script("up", "1", cluster="f")
+        assert up.returncode == 0 and up.stdout.split() == ["f1"], up.stderr
+        assert on_host("f1", "hostname").stdout.strip() == "f1" and on_host("h1", "hostname").stdout.strip() == "h1"
+        assert on_host("f1", "hostname", "-I").stdout.split() == ["10.77.2.11"]
+        refused = run_script("up", "1", "--slurm", cluster="f")  # one slurm.conf per machine
+        assert refused.stderr.strip() == "testcluster: up: --slurm is cluster h's (one slurm.conf per machine)"
+        assert run_script("down", cluster="f").returncode == 0
+        assert cluster_state("f") == ([], "") and not STATES["f"].exists()
+        assert on_host("h1", "true").returncode == 0 and "h1" in Path("/etc/hosts").read_text()
+        assert "f1" not in Path("/etc/hosts").read_text() and "f1" not in ssh_config.read_text()
+    finally:
+        run_script("down", cluster="f")
 
 
 def test_up_with_slurm_then_down_leaves_no_daemon_and_no_slurm_conf(ssh_config: Path) -> None:
@@ -83,7 +103,7 @@ def test_up_with_slurm_then_down_leaves_no_daemon_and_no_slurm_conf(ssh_config: 
         bystander.kill()
         bystander.wait()
     namespaces, daemons = cluster_state()
-    assert "rf-h" not in namespaces and not daemons and not STATE.exists()
+    assert not namespaces and not daemons and not STATE.exists()
     assert not Path("/etc/slurm/slurm.conf").exists()
 
 

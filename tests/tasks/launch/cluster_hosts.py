@@ -1,7 +1,10 @@
-"""The test cluster (scripts/testcluster.sh) for tests: hosts h1 and h2, shared or private filesystems, and what
-runs on them."""
+"""The test clusters (scripts/testcluster.sh) for tests: hosts h1 and h2 (with Slurm when asked), or g1 and g2 beside
+them (RINGFLOW_TESTCLUSTER=g), shared or private filesystems, and what runs on them. A module that uses a cluster
+imports this module; `TEST_CLUSTER = "g"` in it puts it on cluster g (tests/parallel.py runs the modules of each
+cluster one after another, the two clusters side by side)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -10,7 +13,14 @@ from typing import Iterator
 from tests.helpers import ROOT
 
 SCRIPT = ROOT / "scripts" / "testcluster.sh"
-STATE = Path("/run/ringflow-testcluster")
+STATE = Path("/run/ringflow-testcluster")  # cluster h's
+STATES = {"h": STATE, "g": Path("/run/ringflow-testcluster-g"), "f": Path("/run/ringflow-testcluster-f")}
+SUBNETS = {"h": "10.77.0", "g": "10.77.1", "f": "10.77.2"}
+
+
+def hosts_of(cluster: str, count: int = 2) -> list[str]:
+    """A cluster's host names."""
+    return [f"{cluster}{index}" for index in range(1, count + 1)]
 
 
 def ranks_on(host: str) -> list[int]:
@@ -27,22 +37,28 @@ def command_line(pid: int) -> bytes:
         return b""
 
 
-def cluster_state() -> tuple[str, str]:
-    """The test cluster's namespaces and sshd processes, as the system lists them."""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    daemons = subprocess.run(["pgrep", "-af", "ringflow-testcluster"], capture_output=True, text=True).stdout
+def cluster_state(cluster: str = "h") -> tuple[list[str], str]:
+    """A test cluster's namespaces and the processes started from its state directory, as the system lists them."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    namespaces = [line.split()[0] for line in listed if line.startswith(f"rf-{cluster}")]
+    daemons = subprocess.run(["pgrep", "-af", f"{STATES[cluster]}/"], capture_output=True, text=True).stdout
     return namespaces, daemons
 
 
-def cluster_up(*options: str) -> Iterator[list[str]]:
-    """`up 2` (with options), the hosts' names, and afterwards `down` with nothing left behind."""
-    subprocess.run(["bash", SCRIPT, "down"], check=True)  # what an interrupted run may have left
-    up = subprocess.run(["bash", SCRIPT, "up", "2", *options], capture_output=True, text=True)
+def script_env(cluster: str) -> dict[str, str]:
+    return {**os.environ, "RINGFLOW_TESTCLUSTER": cluster}
+
+
+def cluster_up(*options: str, cluster: str = "h") -> Iterator[list[str]]:
+    """`up 2` (with options) of a cluster, the hosts' names, and afterwards `down` with nothing left behind."""
+    env = script_env(cluster)
+    subprocess.run(["bash", SCRIPT, "down"], check=True, env=env)  # what an interrupted run may have left
+    up = subprocess.run(["bash", SCRIPT, "up", "2", *options], capture_output=True, text=True, env=env)
     assert up.returncode == 0, up.stderr
     yield up.stdout.split()
-    subprocess.run(["bash", SCRIPT, "down"], check=True)
-    namespaces, daemons = cluster_state()
-    assert "rf-h" not in namespaces and not daemons  # nothing left behind
+    subprocess.run(["bash", SCRIPT, "down"], check=True, env=env)
+    namespaces, daemons = cluster_state(cluster)
+    assert not namespaces and not daemons  # nothing left behind
 
 
 def on_host(host: str, *command: str, input: str | None = None) -> subprocess.CompletedProcess:
@@ -59,7 +75,7 @@ def set_link(host: str, state: str) -> None:
     namespace = ["ip", "-n", f"rf-{host}"]
     subprocess.run([*namespace, "link", "set", "eth0", state], check=True)
     if state == "up":
-        subprocess.run([*namespace, "route", "replace", "default", "via", "10.77.0.1"], check=True)
+        subprocess.run([*namespace, "route", "replace", "default", "via", f"{SUBNETS[host[0]]}.1"], check=True)
         wait_for_ssh(host)
 
 

@@ -1,4 +1,4 @@
-"""Multi-host for real, on the test cluster (scripts/testcluster.sh): hosts h1 and h2 are network namespaces of this
+"""Multi-host for real, on a test cluster (scripts/testcluster.sh): hosts g1 and g2 are network namespaces of this
 machine with their own hostnames, addresses and sshd; this machine is the head node and runs no rank."""
 from __future__ import annotations
 
@@ -22,29 +22,32 @@ from tasks.launch.remote.addresses import head_address, is_local
 from tasks.outputs.evaluate import evaluate, predict_split
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, make_workspace, quiet_env, workspace_env
-from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
+from tests.tasks.launch.cluster_hosts import SUBNETS, cluster_up, hosts_of, ranks_on, set_link
 from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod across them
+TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
+H1, H2 = hosts_of(TEST_CLUSTER)
+SUBNET = SUBNETS[TEST_CLUSTER]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
-    yield from cluster_up()
+    yield from cluster_up(cluster=TEST_CLUSTER)
 
 
 @pytest.mark.parametrize(("controller", "interface"), [("gloo", None), ("gloo", "eth0"), ("mpi", None)],
                          ids=["gloo-interface-found", "gloo-interface-set", "mpi"])
 def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], digits_data: Path, tmp_path: Path,
                                                           controller: str, interface: str | None) -> None:
-    assert cluster == ["h1", "h2"]
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False, controller=controller,
+    assert cluster == [H1, H2]
+    params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=4, tensorboard=False, controller=controller,
                                       network_interface=interface))
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     text = "\n".join(lines)
     assert f"horovodrun_cli.py --{controller} " in text
-    assert re.search(r"rank 0 of 2 on h1\b", text) and re.search(r"rank 1 of 2 on h2\b", text), text[-2000:]
+    assert re.search(rf"rank 0 of 2 on {H1}\b", text) and re.search(rf"rank 1 of 2 on {H2}\b", text), text[-2000:]
     digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1]  # the allreduce kept both hosts' weights equal
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
@@ -54,21 +57,21 @@ def test_horovod_trains_across_two_hosts_from_a_head_node(cluster: list[str], di
 @pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape", "parameter-server"])
 def test_tf_distribute_trains_across_two_hosts(cluster: list[str], digits_data: Path, tmp_path: Path,
                                               backend: str) -> None:
-    """Workers on h1 and h2; for parameter-server, the parameter server, the coordinator and the tf.data dispatcher
+    """Workers on both hosts; for parameter-server, the parameter server, the coordinator and the tf.data dispatcher
     on this machine, reached at its address on the hosts' network."""
-    params = Params(train=TrainParams(backend=backend, np=2, hosts="h1:1,h2:1", epochs=4, tensorboard=False))
+    params = Params(train=TrainParams(backend=backend, np=2, hosts=f"{H1}:1,{H2}:1", epochs=4, tensorboard=False))
     lines: list[str] = []
     result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
-    assert ranks_on("h1") == [] and ranks_on("h2") == []  # workers and servers gone from both hosts
+    assert ranks_on(H1) == [] and ranks_on(H2) == []  # workers and servers gone from both hosts
     if backend != "parameter-server":  # synchronous: both workers end with the same weights
         digests = [digest for who, digest in weights_digests("\n".join(lines)) if who.startswith("task=worker:")]
         assert len(digests) == 2 and digests[0] == digests[1], lines[-10:]
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8
 
 @pytest.mark.parametrize(("hosts", "np_", "expected"), [
-    ("10.77.0.99:1,h1:1", 2, r"^host 10\.77\.0\.99 cannot be reached by ssh without a password: ssh: connect to "
-                             r"host 10\.77\.0\.99 port 22: No route to host$"),
-    ("h1:4", 4, r"^host h1 has \d+ cores for the 4 slots asked \(train\.hosts / train\.hostfile\)$"),
+    (f"{SUBNET}.99:1,{H1}:1", 2, rf"^host {re.escape(SUBNET)}\.99 cannot be reached by ssh without a password: "
+                                 rf"ssh: connect to host {re.escape(SUBNET)}\.99 port 22: No route to host$"),
+    (f"{H1}:4", 4, rf"^host {H1} has \d+ cores for the 4 slots asked \(train\.hosts / train\.hostfile\)$"),
 ])
 def test_preflight_names_the_host_that_cannot_run_ranks(cluster: list[str], digits_data: Path, hosts: str, np_: int,
                                                         expected: str) -> None:
@@ -90,18 +93,19 @@ def unseen_accuracy(model_dir: Path, data_dir: Path) -> float:
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(cluster: list[str], digits_data: Path,
                                                                             tmp_path: Path, controller: str) -> None:
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False, controller=controller))
+    params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=40, tensorboard=False,
+                                      controller=controller))
     lines: list[str] = []
 
-    def kill_h2_after_epoch_2(line: str) -> None:
+    def kill_second_after_epoch_2(line: str) -> None:
         lines.append(line)
         if re.search(r"epoch 2: ", line):
-            for pid in ranks_on("h2"):
+            for pid in ranks_on(H2):
                 os.kill(pid, signal.SIGKILL)
     with pytest.raises(RankFailed) as failure:
-        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, kill_h2_after_epoch_2)
-    assert "h2" in str(failure.value) and failure.value.retryable, str(failure.value)
-    assert ranks_on("h1") == [] and ranks_on("h2") == []  # no rank left on either host
+        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, kill_second_after_epoch_2)
+    assert H2 in str(failure.value) and failure.value.retryable, str(failure.value)
+    assert ranks_on(H1) == [] and ranks_on(H2) == []  # no rank left on either host
     assert not any(re.search(r"epoch (1[0-9]|[4-9]): ", line) for line in lines)  # it failed within the epoch
 
     # The issue's bar is 1 point of accuracy. On 540 unseen digits after 30 epochs, uninterrupted runs of other
@@ -123,12 +127,12 @@ def test_a_rank_killed_on_a_remote_host_fails_the_job_and_the_retry_resumes(clus
     assert abs(accuracies[0] - accuracies[1]) <= 0.02, accuracies  # the failure cost no accuracy
 
 
-def freeze_h2(how: str) -> None:
-    """h2 frozen: its rank stopped (it holds, nothing exits), or its link cut (nothing reaches it)."""
+def freeze_second_host(how: str) -> None:
+    """The second host frozen: its rank stopped (it holds, nothing exits), or its link cut (nothing reaches it)."""
     if how == "link":
-        set_link("h2", "down")
+        set_link(H2, "down")
         return
-    for pid in ranks_on("h2"):
+    for pid in ranks_on(H2):
         os.kill(pid, signal.SIGSTOP)
 
 
@@ -146,47 +150,47 @@ def test_a_frozen_remote_host_is_caught_by_the_stall_timeout_and_cleaned_up(clus
     """Gloo gives up on a silent peer after its own 30 s; MPI waits for ever, and Horovod's stall check cannot run
     while the negotiation itself waits: the ranks' heartbeat names the silent one. A host whose link is down cannot
     be told to stop its rank: that rank ends on Gloo's timeout, its peers being gone."""
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=40, tensorboard=False,
+    params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=40, tensorboard=False,
                                       stall_timeout_seconds=15, controller=controller))
     lines: list[str] = []
 
-    def freeze_h2_after_epoch_2(line: str) -> None:
+    def freeze_after_epoch_2(line: str) -> None:
         lines.append(line)
         if re.search(r"epoch 2: ", line):
-            freeze_h2(freeze)
+            freeze_second_host(freeze)
     try:
         with pytest.raises(RankFailed) as failure:
-            train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, freeze_h2_after_epoch_2)
+            train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, freeze_after_epoch_2)
     finally:
-        set_link("h2", "up")
-    assert re.match(r"rank 1 on h2 (stopped responding|stalled)", str(failure.value)), str(failure.value)
+        set_link(H2, "up")
+    assert re.match(rf"rank 1 on {H2} (stopped responding|stalled)", str(failure.value)), str(failure.value)
     assert failure.value.retryable
-    wait_for_no_rank_on(["h1", "h2"])
-    assert ranks_on("h1") == [] and ranks_on("h2") == []  # the stopped rank too
+    wait_for_no_rank_on([H1, H2])
+    assert ranks_on(H1) == [] and ranks_on(H2) == []  # the stopped rank too
 
 
 def test_a_frozen_parameter_server_worker_is_named_and_cleaned_up(cluster: list[str], digits_data: Path,
                                                                   tmp_path: Path) -> None:
-    """A worker server of a parameter-server job stopped on h2: the coordinator would wait on it; its silence names
-    it by its label and ends the job, and nothing of the job is left on either host."""
-    params = Params(train=TrainParams(backend="parameter-server", np=2, hosts="h1:1,h2:1", epochs=100,
+    """A worker server of a parameter-server job stopped on the second host: the coordinator would wait on it; its
+    silence names it by its label and ends the job, and nothing of the job is left on either host."""
+    params = Params(train=TrainParams(backend="parameter-server", np=2, hosts=f"{H1}:1,{H2}:1", epochs=100,
                                       tensorboard=False, stall_timeout_seconds=15))
 
-    def stop_h2_after_epoch_2(line: str) -> None:
+    def stop_second_after_epoch_2(line: str) -> None:
         if re.search(r"epoch 2: ", line):
-            freeze_h2("stop")
-    with pytest.raises(RankFailed, match=r"^worker1 on h2 stopped responding: no sign of life from it") as failure:
-        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_h2_after_epoch_2)
+            freeze_second_host("stop")
+    with pytest.raises(RankFailed, match=rf"^worker1 on {H2} stopped responding: no sign of life from it") as failure:
+        train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, stop_second_after_epoch_2)
     assert failure.value.retryable
-    wait_for_no_rank_on(["h1", "h2"])
-    assert ranks_on("h1") == [] and ranks_on("h2") == []
+    wait_for_no_rank_on([H1, H2])
+    assert ranks_on(H1) == [] and ranks_on(H2) == []
 
 
 def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], digits_data: Path,
                                                            tmp_path: Path) -> None:
     """SIGKILL of horovodrun and its ssh clients (as when a cancelled flow run's process group is stopped): the
     remote ranks go too."""
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=50, tensorboard=False))
+    params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=50, tensorboard=False))
     config_file = write_trainer_config(params, job_spec(params, digits_data, tmp_path / "model", tmp_path / "ckpt"))
     (launcher,) = launch_plan(params, check_launch(params, digits_data).controller, config_file,
                               rank_environment() | quiet_env())
@@ -194,32 +198,32 @@ def test_a_launcher_killed_hard_leaves_no_rank_on_any_host(cluster: list[str], d
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in job.stdout:
         if "epoch 1:" in line:
-            assert ranks_on("h1") and ranks_on("h2")
+            assert ranks_on(H1) and ranks_on(H2)
             os.killpg(job.pid, signal.SIGKILL)
             break
     job.wait()
-    wait_for_no_rank_on(["h1", "h2"], seconds=30)
-    assert ranks_on("h1") == [] and ranks_on("h2") == []
+    wait_for_no_rank_on([H1, H2], seconds=30)
+    assert ranks_on(H1) == [] and ranks_on(H2) == []
 
 
 def test_this_machine_is_known_by_its_address_on_the_hosts_network(cluster: list[str]) -> None:
     assert head_address(["localhost"]) == "localhost"
-    assert head_address(["h1", "h2"]) == "10.77.0.1" and is_local("10.77.0.1") and not is_local("h1")
+    assert head_address([H1, H2]) == f"{SUBNET}.1" and is_local(f"{SUBNET}.1") and not is_local(H1)
 
 
 def test_a_sweep_runs_one_trial_per_host_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
-    """A sweep over the 2 hosts' slots (h1:1, h2:1), 2 trials at once of np 1: each trial on its own host, both
+    """A sweep over the 2 hosts' slots (one slot each), 2 trials at once of np 1: each trial on its own host, both
     at the same time, both finished, nothing left on either host."""
     from tests.flows.test_sweep import overlapped, sweep, swept
     workspace = make_workspace(tmp_path / "workspace")
     code, said = sweep(workspace, prefect_api, "sweep.method=random", "sweep.trials=2", "sweep.parallel=2",
-                       "train.np=1", "train.hosts=h1:1,h2:1", "train.epochs=2", env=workspace_env(workspace))
+                       "train.np=1", f"train.hosts={H1}:1,{H2}:1", "train.epochs=2", env=workspace_env(workspace))
     assert code == 0, said[-3000:]
     children = swept(workspace, code, said).children
-    assert sorted(child.data.params["train.hosts"] for child in children) == ["h1:1", "h2:1"]
+    assert sorted(child.data.params["train.hosts"] for child in children) == [f"{H1}:1", f"{H2}:1"]
     assert {child.info.status for child in children} == {"FINISHED"} and overlapped(children)
-    assert re.search(r"rank 0 of 1 on h1\b", said) and re.search(r"rank 0 of 1 on h2\b", said), said[-3000:]
-    assert ranks_on("h1") == [] and ranks_on("h2") == []
+    assert re.search(rf"rank 0 of 1 on {H1}\b", said) and re.search(rf"rank 0 of 1 on {H2}\b", said), said[-3000:]
+    assert ranks_on(H1) == [] and ranks_on(H2) == []
 
 
 def wait_until(condition: Callable[[], bool], seconds: float) -> bool:

@@ -14,21 +14,23 @@ import pytest
 from tasks.launch.job import train
 from tasks.outputs.evaluate import evaluate
 from tasks.params import InputParams, Params, TrainParams
-from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on, set_link
+from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, ranks_on, set_link
 from trainer.config import ElasticParams
 from trainer.protocol import elastic_starts, weights_digests
 
 pytestmark = pytest.mark.slow  # real hosts, sshd and Horovod's elastic driver across them
+TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
+H1, H2 = hosts_of(TEST_CLUSTER)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
-    yield from cluster_up()
+    yield from cluster_up(cluster=TEST_CLUSTER)
 
 
 class HostOutage:
-    """Collects the job's lines; takes h2 down once an epoch trained on both hosts is reported, and brings it back
-    once training has gone on without it."""
+    """Collects the job's lines; takes the second host down once an epoch trained on both hosts is reported, and
+    brings it back once training has gone on without it."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -38,32 +40,32 @@ class HostOutage:
         self.lines.append(line)
         if not self.down and re.search(r"epoch 2: .*world_size=2\b", line):
             self.down = True
-            for pid in ranks_on("h2"):
+            for pid in ranks_on(H2):
                 os.kill(pid, signal.SIGKILL)
             time.sleep(1)  # the peers hear of the ended connections before the link goes
-            set_link("h2", "down")
+            set_link(H2, "down")
         elif self.down and not self.back and "elastic: 1 ranks train" in line:
             self.back = True
-            set_link("h2", "up")
+            set_link(H2, "up")
 
 
 def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[str], digits_data: Path,
                                                                 tmp_path: Path) -> None:
     elastic = ElasticParams(min_np=1, max_np=2, cooldown_seconds=(1, 5))
-    params = Params(train=TrainParams(np=2, hosts="h1:1,h2:1", epochs=12, tensorboard=False, elastic=elastic),
+    params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=12, tensorboard=False, elastic=elastic),
                     input=InputParams(image_size=48))
     outage = HostOutage()
     try:
         result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, outage)
     finally:
-        set_link("h2", "up")
+        set_link(H2, "up")
     text = "\n".join(outage.lines)
     starts = elastic_starts(text)
     assert starts[0] == (2, 1) and (1, 3) in starts, text[-3000:]  # one epoch lost at most: epoch 2 was committed
-    assert starts[-1][0] == 2 and starts[-1][1] > 3, starts  # h2 back: both ranks again
+    assert starts[-1][0] == 2 and starts[-1][1] > 3, starts  # the second host back: both ranks again
     sizes = result.summary["history"]["world_size"]
     assert len(sizes) == 12 and sizes[:2] == [2, 2] and 1 in sizes and sizes[-1] == 2, sizes
     digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1], text[-3000:]  # the last ring's two ranks agree
-    assert ranks_on("h1") == [] and ranks_on("h2") == []
+    assert ranks_on(H1) == [] and ranks_on(H2) == []
     assert evaluate(result.model_dir, digits_data).metrics["test_accuracy"] >= 0.8

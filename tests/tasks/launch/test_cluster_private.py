@@ -107,7 +107,7 @@ def test_a_host_without_the_python_is_one_preflight_line(private_cluster: list[s
 def slow_link(host: str, rate: str = "64kbit") -> Iterator[None]:
     """This machine's side of the host's link sends at `rate` (the data takes a while to arrive), then again at
     full speed."""
-    link = f"rfv{host.removeprefix('h')}"
+    link = f"rfv{host}"  # scripts/testcluster.sh's name for this machine's end of the host's link
     subprocess.run(["tc", "qdisc", "add", "dev", link, "root", "tbf", "rate", rate, "burst", "16kbit", "latency",
                     "400ms"], check=True)
     try:

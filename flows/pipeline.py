@@ -242,13 +242,16 @@ def dry_run(overrides: dict[str, Any]) -> int:
 
 def import_tensorflow_meanwhile() -> None:
     """Evaluate, export and register use TensorFlow in this process: import it (4 s of a core) in the background
-    while the first steps wait on files, DVC and MLflow, rather than after the training."""
+    while the first steps wait on files, DVC and MLflow, rather than after the training; and evaluate's charts
+    (matplotlib) and register's MLflow model flavour with it."""
     import importlib
     import threading
 
     def load() -> None:
-        for name in ("tensorflow", "tf_keras"):
+        from tasks.outputs.charts import pyplot
+        for name in ("tensorflow", "tf_keras", "mlflow.pyfunc"):
             importlib.import_module(name)
+        pyplot()
     threading.Thread(target=load, name="import-tensorflow", daemon=True).start()
 
 

@@ -13,7 +13,9 @@
 #   scripts/testcluster.sh down      stop every sshd and process of the hosts and remove them
 #   scripts/testcluster.sh status    the hosts that are up
 #
-# `up` adds the names to /etc/hosts and a block to ~/.ssh/config (key, no host-key prompts); `down` removes both.
+# `up` adds the names to /etc/hosts and a block to ~/.ssh/config (each host's address, key, no host-key prompts);
+# `down` removes both. RINGFLOW_TESTCLUSTER_HOSTS_FILE and RINGFLOW_TESTCLUSTER_SSH_CONFIG name other files (the
+# script's own tests edit files of their own, not the ones the other clusters' tests use meanwhile).
 set -euo pipefail
 
 CLUSTER="${RINGFLOW_TESTCLUSTER:-h}"  # the hosts' letter
@@ -30,7 +32,8 @@ SUBNET="10.77.$NET"
 LOCK="/run/ringflow-testcluster.lock"  # /etc/hosts and ~/.ssh/config are edited by one cluster at a time
 CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PRIVATE_DIRS=(data outputs mlruns)  # of the checkout, hidden from a --private host
-SSH_CONFIG="$HOME/.ssh/config"
+SSH_CONFIG="${RINGFLOW_TESTCLUSTER_SSH_CONFIG:-$HOME/.ssh/config}"
+HOSTS_FILE="${RINGFLOW_TESTCLUSTER_HOSTS_FILE:-/etc/hosts}"
 # shellcheck source=scripts/testcluster_slurm.sh
 source "$CHECKOUT/scripts/testcluster_slurm.sh"
 
@@ -119,9 +122,10 @@ EOF
 }
 
 write_client_config() {
-  append_block /etc/hosts < "$STATE/hosts"
+  append_block "$HOSTS_FILE" < "$STATE/hosts"
   mkdir -p "$(dirname "$SSH_CONFIG")" && chmod 700 "$(dirname "$SSH_CONFIG")"
   append_block "$SSH_CONFIG" <<EOF
+$(awk '{printf "Host %s\n  HostName %s\n", $2, $1}' "$STATE/hosts")
 Host $(awk '{print $2}' "$STATE/hosts" | tr '\n' ' ')
   IdentityFile $STATE/client_key
   StrictHostKeyChecking no
@@ -132,7 +136,7 @@ EOF
 
 wait_for_ssh() {  # $1: host name
   for _ in $(seq 50); do
-    ssh -o BatchMode=yes -o ConnectTimeout=2 "$1" true 2>/dev/null && return
+    ssh -F "$SSH_CONFIG" -o BatchMode=yes -o ConnectTimeout=2 "$1" true 2>/dev/null && return
     sleep 0.2
   done
   die "$1 does not answer ssh (see $STATE/$1/sshd.log)"
@@ -179,7 +183,7 @@ down() {
     ip link delete "$link" 2>/dev/null || true
   done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
-  remove_marked /etc/hosts
+  remove_marked "$HOSTS_FILE"
   remove_marked "$SSH_CONFIG"
   rm -rf "$STATE"
 }

@@ -246,13 +246,13 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
                                                                                       tmp_path: Path) -> None:
     """SIGKILL of the pipeline's whole process group while its job trains (no one left to scancel it), then
     --resume: the live job of that run is found by its name and cancelled before the new one is submitted (one job
-    at a time), and the resumed run finishes with every epoch once."""
+    at a time), and the resumed run finishes with every epoch once. The orphan is held (`scontrol suspend`, before
+    the kill) so that it is still live at the resume however slowly the resume starts: were it done, its job would
+    be COMPLETED, not CANCELLED, and its checkpoints would leave nothing to resume (found under a loaded machine)."""
     import os
     import signal
     workspace = make_workspace(tmp_path / "workspace")
-    # epochs enough that the orphan is still training when the resume submits, about 10 s after its start (0.3 s
-    # each here: 30 s in all; were it done, its job would be COMPLETED, not CANCELLED, and the test would fail)
-    epochs = 100
+    epochs = 12
     command = [str(BIN / "python"), "-m", "flows.pipeline", "--set=train.scheduler=slurm",
                f"--set=train.epochs={epochs}"]
     job = subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace), stdout=subprocess.PIPE,
@@ -263,10 +263,11 @@ def test_a_pipeline_killed_hard_leaves_a_job_that_the_resume_cancels_before_it_s
         said.append(line)
         if re.search(r"epoch 3: ", line):
             break
+    first_job = JOB_ID.search("".join(said))[1]  # type: ignore[index]
+    subprocess.run(["scontrol", "suspend", first_job], check=True)
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
-    first_job = JOB_ID.search("".join(said))[1]  # type: ignore[index]
-    assert job_field(first_job, "JobState") == "RUNNING"  # orphaned, for now
+    assert job_field(first_job, "JobState") == "SUSPENDED"  # orphaned, held
     done = run([*command, "--resume"], workspace, workspace_env(workspace))
     text = done.stdout + done.stderr
     assert done.returncode == 0, text[-3000:]

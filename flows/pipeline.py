@@ -113,6 +113,9 @@ def train_task(params: Params, run_id: str, check: LaunchCheck) -> str:
 
 @task(name="evaluate")
 def evaluate_task(run_id: str) -> dict[str, float]:
+    """The evaluation; export's fresh process starts meanwhile (it imports TensorFlow on the other core)."""
+    from tasks.outputs.export import start_reload_check_ahead
+    start_reload_check_ahead()
     return steps.evaluate_step(run_id)
 
 

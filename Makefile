@@ -45,7 +45,7 @@ test-fast: setup-test
 
 ui: setup
 	@$(PY) -m tasks ui-link --set tracking.ui_url=http://127.0.0.1:$(UI_PORT)
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
 
 serve: setup
 	@bash scripts/serve.sh

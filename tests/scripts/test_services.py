@@ -218,6 +218,10 @@ def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_withou
         assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name
     # a worker checks the password once in a while, not at each of a run's few hundred requests (0.1-0.4 s of CPU each)
     assert auth_cache_seconds(services.home / "mlflow-auth.ini") >= 60
+    # and MLflow runs no job runner (huey consumers) that ringflow would never ask
+    commands = group_commands(int((services.home / "run" / "mlflow.pid").read_text().split()[0]))
+    assert [command for command in commands if " server " in command]
+    assert not [command for command in commands if "huey" in command]
 
 
 def auth_cache_seconds(config: Path) -> int:
@@ -240,6 +244,18 @@ def group_users(group: int) -> set[str]:
         if int(fields[2]) == group:
             users.add(pwd.getpwuid(int(uid)).pw_name)
     return users
+
+
+def group_commands(group: int) -> list[str]:
+    """The command lines of the processes of a process group."""
+    commands = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == group:
+                commands.append((stat.parent / "cmdline").read_text().replace("\0", " "))
+        except OSError:  # gone while looking
+            continue
+    return commands
 
 
 def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:

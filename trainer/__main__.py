@@ -13,6 +13,7 @@ from pathlib import Path
 from trainer.backends import run
 from trainer.config import read_config
 from trainer.heartbeat import start_heartbeat
+from trainer.lean_imports import skip_unused_libraries
 from trainer.process_end import end_now
 from trainer.slurm_cluster import set_tf_config_from_allocation
 from trainer.stop_notice import install as stop_on_signals
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout.reconfigure(line_buffering=True, write_through=False)  # type: ignore[union-attr]
     config_file = parser.parse_args(argv).config
     start_heartbeat()  # before TensorFlow loads
+    skip_unused_libraries()  # before TensorFlow loads: 0.6 s of a core less
     stop_on_signals()  # Slurm's notice, a termination: after the report or checkpoint in progress
     set_tf_config_from_allocation()  # a multiworker job under srun
     run(read_config(config_file))

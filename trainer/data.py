@@ -9,12 +9,19 @@ this rank's share of the shards (trainer/sharding.py) -> parallel interleaved re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trainer.prepared_data import feature_spec, shard_paths
 from trainer.sharding import RankShare, rank_share
 
 CROP_FRACTION = 0.875  # the random crop keeps 7/8 of each side (nvcnn_hvd's distortions)
+
+
+def as_written(function: Callable) -> Callable:
+    """A function tf.data traces as it is written: the pipeline's functions are graph code (tf.cond, no Python
+    control flow on tensors), which autograph would otherwise rewrite from their source at every process start."""
+    import tensorflow as tf
+    return tf.autograph.experimental.do_not_convert(function)
 
 
 def rank_record_count(manifest: dict[str, Any], split: str, rank: int, size: int) -> int:
@@ -34,7 +41,7 @@ def _records(data_dir: Path, manifest: dict[str, Any], split: str, share: RankSh
         tf.constant([piece.take for piece in share.pieces], tf.int64)))
     if training:
         pieces = pieces.shuffle(max(1, len(share.pieces)), seed=seed, reshuffle_each_iteration=True)
-    return pieces.interleave(lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take),
+    return pieces.interleave(as_written(lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take)),
                              cycle_length=max(1, min(8, len(share.pieces))), num_parallel_calls=tf.data.AUTOTUNE,
                              deterministic=not training)
 
@@ -118,7 +125,7 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
         images = images.cache().shuffle(4096, seed=seed).repeat()
     batches = _batched(images, shape, batch_size, training, augment_ops if training else ())
     # One cast per batch, not per image: less tf.data work beside the training threads.
-    return batches.map(_as_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return batches.map(as_written(_as_float), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def service_dataset(data_dir: Path, manifest: dict[str, Any], *, dispatcher: str, job_name: str, batch_size: int,
@@ -138,7 +145,7 @@ def service_dataset(data_dir: Path, manifest: dict[str, Any], *, dispatcher: str
     # Each repetition is a new epoch of the same job, which the consumers again share; full batches are made
     # across the repetitions, so no record is dropped but the epoch's remainder.
     shared = shared.repeat().rebatch(batch_size, drop_remainder=True)
-    return shared.map(_as_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return shared.map(as_written(_as_float), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def _streamed(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int, int] | None, batch_size: int,
@@ -154,10 +161,10 @@ def _streamed(records: Any, manifest: dict[str, Any], input_shape: tuple[int, in
         parsed = tf.io.parse_single_example(serialized, feature_spec())
         image = _decoded_window(parsed["image/encoded"], parsed["image/format"], shape[2], crop)
         return tf.ensure_shape(tf.image.resize(image, shape[:2]), shape), tf.cast(parsed["image/class/label"], tf.int32)
-    images = records.shuffle(4096, seed=seed).repeat().map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    images = records.shuffle(4096, seed=seed).repeat().map(as_written(load), num_parallel_calls=tf.data.AUTOTUNE)
     later = tuple(op for op in augment_ops if op != "crop")
     if later:
-        images = images.map(lambda image, label: (augment(image, shape, later), label),
+        images = images.map(as_written(lambda image, label: (augment(image, shape, later), label)),
                             num_parallel_calls=tf.data.AUTOTUNE)
     return images.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
@@ -191,7 +198,7 @@ def _decoded(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int
     import tensorflow as tf
     shape = tuple(input_shape or manifest["image_shape"])
     resize = not manifest.get("uniform_size", True) or list(shape[:2]) != list(manifest["image_shape"][:2])
-    return records.map(_loader(shape, resize), num_parallel_calls=tf.data.AUTOTUNE), shape
+    return records.map(as_written(_loader(shape, resize)), num_parallel_calls=tf.data.AUTOTUNE), shape
 
 
 def _batched(images: Any, shape: tuple[int, int, int], batch_size: int, full_only: bool,
@@ -199,8 +206,8 @@ def _batched(images: Any, shape: tuple[int, int, int], batch_size: int, full_onl
     """Augmented (augment_ops) batches; only full ones when full_only."""
     import tensorflow as tf
     if augment_ops:
-        images = images.map(lambda image, label: (augment(tf.cast(image, tf.float32), shape, augment_ops), label),
-                            num_parallel_calls=tf.data.AUTOTUNE)
+        images = images.map(as_written(lambda image, label: (augment(tf.cast(image, tf.float32), shape, augment_ops),
+                                                             label)), num_parallel_calls=tf.data.AUTOTUNE)
     return images.batch(batch_size, drop_remainder=full_only)
 
 

@@ -29,9 +29,9 @@ def scan_records(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]
     """(records read, first problem as 'record N: ...' or None): parse, decode, label range, in file order."""
     import tensorflow as tf
 
-    from trainer.data import decode_example
+    from trainer.data import as_written, decode_example
     channels, num_classes = manifest["channels"], manifest["num_classes"]
-    records = tf.data.TFRecordDataset(str(path)).map(lambda s: decode_example(s, channels),
+    records = tf.data.TFRecordDataset(str(path)).map(as_written(lambda s: decode_example(s, channels)),
                                                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     index = 0
     try:

@@ -91,7 +91,7 @@ def agreed_start(strategy: tf.distribute.Strategy, started: int) -> int:
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return started
 
-    @tf.function
+    @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def sums() -> tuple[tf.Tensor, tf.Tensor]:
         values = strategy.run(lambda: (tf.constant(started, tf.int64), tf.constant(1, tf.int64)))
         return tuple(strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None) for value in values)

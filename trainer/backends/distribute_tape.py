@@ -44,7 +44,7 @@ class StrategyTapeLoop:
             self.sums = {name: tf.keras.metrics.Sum() for name in SUMS}  # summed across replicas on read
         self.loss_fn = session.loss_function("none")
 
-    @tf.function
+    @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def train_step(self, batches: Any) -> None:
         self.strategy.run(self._replica_step, args=next(batches))
 

@@ -32,7 +32,7 @@ class TapeLoop:
         self.compression = horovod_common.compression(config)
         self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "correct", "seen")}
 
-    @tf.function
+    @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def train_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
         with tf.GradientTape() as tape:
             probabilities = self.model(images, training=True)
@@ -48,7 +48,7 @@ class TapeLoop:
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
         self._count(per_example, probabilities, labels)
 
-    @tf.function
+    @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def eval_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
         probabilities = self.model(images, training=False)
         self._count(self.loss_fn(labels, probabilities), probabilities, labels)

@@ -13,6 +13,7 @@ import os
 from trainer.backends.data_service import start_data_worker
 from trainer.backends.task_devices import pin_task_gpu
 from trainer.heartbeat import start_heartbeat
+from trainer.lean_imports import skip_unused_libraries
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--job", help="the job's configuration file (its name on the command line is what counts)")
     parser.parse_args(argv)
     start_heartbeat()  # a frozen server is as silent as a frozen rank
+    skip_unused_libraries()
     import tensorflow as tf
     pin_task_gpu("ParameterServerStrategy")  # a worker its own GPU; a parameter server none
     tf_config = json.loads(os.environ["TF_CONFIG"])

@@ -107,15 +107,15 @@ def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, stat
 
 @task(name="train")
 def train_task(params: Params, run_id: str, check: LaunchCheck) -> str:
-    """The training job; a retry continues the same run from its last checkpoint."""
+    """The training job; a retry continues the same run from its last checkpoint. Export's fresh process starts
+    meanwhile (its TensorFlow import is then done when export asks it)."""
+    from tasks.outputs.export import start_fresh_process_ahead
+    start_fresh_process_ahead()
     return str(steps.train_step(params, run_id, check, on_line=log_line))
 
 
 @task(name="evaluate")
 def evaluate_task(run_id: str) -> dict[str, float]:
-    """The evaluation; export's fresh process starts meanwhile (it imports TensorFlow on the other core)."""
-    from tasks.outputs.export import start_reload_check_ahead
-    start_reload_check_ahead()
     return steps.evaluate_step(run_id)
 
 
@@ -243,19 +243,19 @@ def dry_run(overrides: dict[str, Any]) -> int:
     return 0
 
 
-def import_tensorflow_meanwhile() -> None:
-    """Evaluate, export and register use TensorFlow in this process: import it (4 s of a core) in the background
-    while the first steps wait on files, DVC and MLflow, rather than after the training; and evaluate's charts
-    (matplotlib) and register's MLflow model flavour with it."""
+def import_late_steps_meanwhile() -> None:
+    """Import evaluate's charts (matplotlib) and register's MLflow model flavour in the background while the first
+    steps wait on files, DVC and MLflow, rather than after the training. (This process never imports TensorFlow:
+    the training's lead process and export's fresh process do what needs it.)"""
     import importlib
     import threading
 
     def load() -> None:
         from tasks.outputs.charts import pyplot
-        for name in ("tensorflow", "tf_keras", "mlflow.pyfunc"):
+        for name in ("mlflow.pyfunc", "mlflow.models"):
             importlib.import_module(name)
         pyplot()
-    threading.Thread(target=load, name="import-tensorflow", daemon=True).start()
+    threading.Thread(target=load, name="import-late-steps", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if flags.dry_run:
         return dry_run(overrides)
-    import_tensorflow_meanwhile()
+    import_late_steps_meanwhile()
 
     def pipeline_run() -> dict[str, Any]:
         given = resume_override(overrides) if flags.resume else overrides

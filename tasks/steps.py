@@ -22,8 +22,8 @@ from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
 from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
 from tasks.launch.preflight import LaunchCheck, check_launch, dry_run_check, unchecked_hosts
-from tasks.outputs.evaluate import check_trained_on, evaluate, split_hash
-from tasks.outputs.export import export, sample_test_images
+from tasks.outputs.evaluate import check_trained_on, evaluate, outputs_written, split_hash
+from tasks.outputs.export import close_fresh_process, export, fresh_process, parity_sample
 from tasks.outputs.publish import exclusive, published
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, PREPARED_DIR
@@ -149,15 +149,17 @@ def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion |
     return run_id
 
 
-def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine = print) -> Path:
+def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine = print,
+               model_outputs: bool = True) -> Path:
     """Train into the run's workspace, resuming from its own last checkpoint when it has one (a retry, a resume);
-    record the training in the run. Returns the model directory."""
+    record the training in the run. Returns the model directory. model_outputs: the lead process also writes what
+    evaluate, export and register read (a trial or a scaling run, which ends after training, needs none)."""
     workspace = RunWorkspace(run_id)
     mlflow_store.reopen_run(run_id)
     with mlflow_store.failing_marks_run(run_id), file_lock(workspace.training_lock):
         with catching_up_metrics(run_id, workspace.checkpoint_dir), system_metrics(run_id):
             result = train(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir, run_id, on_line,
-                           check)
+                           check, model_outputs)
         scaling_key = config_key(params, read_manifest(PREPARED_DIR), with_np=False)
         run_log.log_training(run_id, params, result.summary, workspace.model_dir, scaling_key)
         write_text_atomic(workspace.model_dir / RUN_FILE, json.dumps({"run_id": run_id}))
@@ -170,7 +172,8 @@ def evaluate_step(run_id: str) -> dict[str, float]:
     workspace = RunWorkspace(run_id)
     with mlflow_store.failing_marks_run(run_id):
         check_trained_on(workspace.model_dir, PREPARED_DIR)
-        evaluation = evaluate(workspace.model_dir, PREPARED_DIR)
+        outputs_written(workspace.model_dir, PREPARED_DIR)  # a sweep's trial trains without them
+        evaluation = evaluate(workspace.model_dir, PREPARED_DIR)  # from the test predictions the training wrote
         run_log.log_evaluation(run_id, evaluation, workspace.training_history(), workspace.evaluation_dir)
         write_text_atomic(workspace.metrics_file, json.dumps(evaluation.metrics, indent=2))
     return evaluation.metrics
@@ -180,24 +183,31 @@ def export_step(run_id: str) -> str:
     """SavedModel checked (into the workspace) and logged. Returns where the artifact store holds it."""
     workspace = RunWorkspace(run_id)
     with mlflow_store.failing_marks_run(run_id):
-        result = export(workspace.model_dir, workspace.savedmodel_dir, PREPARED_DIR)
+        result = export(workspace.model_dir, workspace.savedmodel_dir)
         return run_log.log_export(run_id, result.path, result.max_abs_diff)
 
 
 def register_step(run_id: str, params: Params) -> GateDecision:
     """Register the SavedModel as a new model version and decide the gate: the champion is scored on this run's
-    test split. The decision goes to the workspace (gate.json); the alias is given when the run is published."""
+    test split (in export's fresh process). The decision goes to the workspace (gate.json); the alias is given when
+    the run is published."""
     workspace, registry = RunWorkspace(run_id), params.registry
     with mlflow_store.failing_marks_run(run_id):
-        example = sample_test_images(PREPARED_DIR, workspace.model_dir, limit=2)
-        version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, example,
+        images, probabilities = parity_sample(workspace.model_dir)
+        version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, images[:2], probabilities[:2],
                                                        registry.model_name)
         accuracy = json.loads(workspace.metrics_file.read_text())["test_accuracy"]
         decision = model_registry.decide_gate(
             registry.model_name, version, accuracy, registry.min_delta, split_hash(read_manifest(PREPARED_DIR)),
-            lambda champion: model_registry.score_registered_model(champion, PREPARED_DIR))
+            lambda champion: model_registry.score_registered_model(champion, PREPARED_DIR, champion_accuracy))
         write_text_atomic(workspace.gate_file, json.dumps(decision.as_dict(), indent=2))
+    close_fresh_process()
     return decision
+
+
+def champion_accuracy(savedmodel: Path, data_dir: Path) -> float | None:
+    """The champion's SavedModel scored on the test split in export's fresh process (it has TensorFlow)."""
+    return fresh_process().ask("accuracy", savedmodel=str(savedmodel), data_dir=str(data_dir))
 
 
 def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS, record: bool = True) -> str:
@@ -224,7 +234,7 @@ def scaling_train_step(params: Params, on_line: OnLine = print) -> str:
     """One finished training run at params.train.np, in its own workspace, for a scaling report."""
     check = preflight_step(params)
     run_id = open_run_step(params, check)
-    train_step(params, run_id, check, on_line)
+    train_step(params, run_id, check, on_line, model_outputs=False)
     mlflow_store.end_run(run_id, ok=True)
     return run_id
 

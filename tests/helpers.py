@@ -110,6 +110,17 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen) -> None:
     raise TimeoutError(f"{url} did not answer in {timeout} s")
 
 
+# `python -m flows.pipeline ARGS` with an audit hook that creates the file RINGFLOW_TEST_IMPORT_MARK names when that
+# process (not its children) imports TensorFlow
+WATCHING_IMPORTS = """import os, runpy, sys
+def mark(event, args):
+    if event == "import" and args[0].split(".")[0] == "tensorflow":
+        open(os.environ["RINGFLOW_TEST_IMPORT_MARK"], "w").close()
+sys.addaudithook(mark)
+runpy.run_module("flows.pipeline", run_name="__main__", alter_sys=True)
+"""
+
+
 def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     """Run a command, capturing text output."""
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

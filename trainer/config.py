@@ -185,6 +185,7 @@ class JobSpec(Section):
     augment: bool  # input.augment resolved against the data
     data_fingerprint: str  # the manifest's fingerprint of the data trained on (evaluation checks it is the same)
     metrics_retry_seconds: float  # how long epoch metrics wait for a tracking server that does not answer
+    model_outputs: bool = True  # the lead writes test predictions and the SavedModel (trials and scaling runs: no)
 
 
 class TrainerConfig(BaseModel):

@@ -15,6 +15,7 @@ from trainer.config import TrainerConfig
 from trainer.data import cache_in_memory, model_input_shape
 from trainer.metrics_sink import metric_sink
 from trainer.model_io import save_model, write_train_summary
+from trainer.model_outputs import write_model_outputs
 from trainer.prepared_data import read_manifest
 from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
@@ -150,10 +151,13 @@ def print_weights_digest(model: tf.keras.Model, who: str) -> None:
 
 def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
                  started_epoch: int) -> None:
-    """The final model (spec + weights) and a summary of the run, into out_dir."""
+    """The final model (spec + weights), what the steps after the training read (when the job asks for it), and
+    last a summary of the run (the mark of a finished training), into out_dir."""
     spec = {"model": config.train.model, "input_shape": list(run.input_shape),
             "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"]}
     save_model(model, spec, out_dir)
+    if out_dir == config.job.out_dir and config.job.model_outputs:  # the lead's copy, for the steps after training
+        write_model_outputs(out_dir, config.job.data_dir, run.manifest)
     summary = {"backend": config.train.backend, "world_size": run.replicas, "global_batch_size": run.global_batch,
                "steps_per_epoch": run.steps_per_epoch, "learning_rate": run.learning_rate[1],
                "warmup_start_learning_rate": run.learning_rate[0], "warmup_steps": run.warmup_steps,

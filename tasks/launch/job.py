@@ -121,11 +121,13 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,
-          on_line: Callable[[str], None] = print, check: LaunchCheck | None = None) -> TrainResult:
+          on_line: Callable[[str], None] = print, check: LaunchCheck | None = None,
+          model_outputs: bool = True) -> TrainResult:
     """Launch, wait; returns the model the lead process saved. Raises RankFailed naming a failure.
 
     `check`: what the run's preflight found (None: run the preflight now). The job resumes from the latest
-    checkpoint in checkpoint_dir when it holds one of the same config and code. Rank 0's metrics go to the MLflow run
+    checkpoint in checkpoint_dir when it holds one of the same config and code. With model_outputs the lead also
+    writes what the steps after the training read (trainer/model_outputs.py). Rank 0's metrics go to the MLflow run
     `run_id` (when given) through its output lines, which this process logs.
     """
     if trained_already(params, data_dir, out_dir, checkpoint_dir):
@@ -133,7 +135,7 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
         return TrainResult(out_dir, read_train_summary(out_dir))
     check = check or check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
-        job = job_spec(params, data_dir, work_dir, checkpoint_dir)
+        job = job_spec(params, data_dir, work_dir, checkpoint_dir, model_outputs)
         check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
         prepare_discovery(params.train, host_slots(params.train), work_dir)

@@ -63,13 +63,15 @@ def trained_already(params: Params, data_dir: Path, out_dir: Path, checkpoint_di
         done.job.checkpoint_owner == checkpoint_owner(params, read_manifest(data_dir))
 
 
-def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path) -> JobSpec:
-    """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation."""
+def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path,
+             model_outputs: bool = True) -> JobSpec:
+    """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation,
+    whether the lead writes what evaluate, export and register read (trials and scaling runs skip those steps)."""
     manifest = read_manifest(data_dir)
     return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
                    checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
                    data_fingerprint=manifest["fingerprint"],
-                   metrics_retry_seconds=params.tracking.retry_minutes * 60)
+                   metrics_retry_seconds=params.tracking.retry_minutes * 60, model_outputs=model_outputs)
 
 
 def write_trainer_config(params: Params, job: JobSpec) -> Path:

@@ -1,4 +1,5 @@
-"""evaluate: test loss, accuracy (top-5 with more than 10 classes), per-class precision/recall, confusion matrix."""
+"""evaluate: test loss, accuracy (top-5 with more than 10 classes), per-class precision/recall, confusion matrix,
+scored from the test split's probabilities the training's lead process wrote beside the model."""
 from __future__ import annotations
 
 import hashlib
@@ -10,6 +11,7 @@ import numpy as np
 
 from tasks.paths import PREPARED_DIR
 from trainer.config import CONFIG_FILE_NAME, read_config
+from trainer.model_outputs import TEST_PREDICTIONS
 
 TOP_K = 5
 
@@ -21,22 +23,6 @@ class Evaluation:
     per_class: dict[str, dict[str, float]]  # class name -> precision, recall, support
     confusion: np.ndarray  # [true class, predicted class] counts
     class_names: list[str]
-
-
-def predict_split(model_dir: Path, data_dir: Path, split: str = "test",
-                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """(probabilities [N, classes], labels [N]) of the model over a whole split."""
-    from trainer.data import rank_dataset
-    from trainer.model_io import load_model, read_spec
-    from trainer.prepared_data import read_manifest
-    model = load_model(model_dir)
-    dataset = rank_dataset(data_dir, read_manifest(data_dir), split, batch_size=batch_size,
-                           input_shape=tuple(read_spec(model_dir)["input_shape"]))
-    probabilities, labels = [], []
-    for images, batch_labels in dataset:
-        probabilities.append(model(images, training=False).numpy())
-        labels.append(batch_labels.numpy())
-    return np.concatenate(probabilities).astype(np.float64), np.concatenate(labels).astype(np.int64)
 
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, num_classes: int) -> np.ndarray:
@@ -68,10 +54,40 @@ def score(probabilities: np.ndarray, labels: np.ndarray, class_names: list[str])
     return Evaluation(metrics, per_class_scores(matrix, class_names), matrix, class_names)
 
 
-def evaluate(model_dir: Path, data_dir: Path = PREPARED_DIR, batch_size: int = 256) -> Evaluation:
-    """The model's evaluation over the whole test split."""
+class NoTestPredictions(RuntimeError):
+    """The model directory lacks the test predictions its training writes."""
+    bad_input = True
+
+
+def test_predictions(model_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities [N, classes], labels [N]) the lead process wrote over the whole test split."""
+    path = Path(model_dir) / TEST_PREDICTIONS
+    if not path.is_file():
+        raise NoTestPredictions(f"no test predictions: {path} is missing (its training wrote none: train again)")
+    with np.load(path) as saved:
+        return saved["probabilities"].astype(np.float64), saved["labels"]
+
+
+def outputs_written(model_dir: Path, data_dir: Path) -> None:
+    """A model trained without them (a sweep's trials) gets its test predictions, parity sample and SavedModel now,
+    in a process of its own (it imports TensorFlow; otherwise the training's lead process writes them)."""
+    import subprocess
+    import sys
+
+    from tasks.paths import ROOT
+    if (Path(model_dir) / TEST_PREDICTIONS).is_file():
+        return
+    done = subprocess.run([sys.executable, "-m", "trainer.model_outputs", str(model_dir), str(data_dir)], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        said = (done.stdout + done.stderr).strip().splitlines() or ["no output"]
+        raise RuntimeError(f"writing the model's test predictions and SavedModel failed: {said[-1]}")
+
+
+def evaluate(model_dir: Path, data_dir: Path = PREPARED_DIR) -> Evaluation:
+    """The model's evaluation over the whole test split, from the probabilities its training wrote."""
     from trainer.prepared_data import read_manifest
-    probabilities, labels = predict_split(model_dir, data_dir, "test", batch_size)
+    probabilities, labels = test_predictions(model_dir)
     return score(probabilities, labels, [str(name) for name in read_manifest(data_dir)["classes"]])
 
 

@@ -1,7 +1,9 @@
-"""export: a SavedModel with a serving signature, reloaded in a separate process and checked."""
+"""export: the SavedModel (serving signature) the training's lead process wrote, reloaded in a separate, fresh
+process and checked against the trained model's probabilities before it is published."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from tasks.atomic import atomic_dir
-from tasks.paths import PREPARED_DIR, ROOT
+from tasks.paths import ROOT
+from trainer.model_outputs import PARITY_SAMPLE, SAVEDMODEL
 
-SIGNATURE = "serving_default"
 PARITY_TOLERANCE = 1e-5
 
 
@@ -26,88 +28,93 @@ class ExportResult:
     checked_images: int
 
 
-def sample_test_images(data_dir: Path, model_dir: Path, limit: int = 256) -> np.ndarray:
-    """Up to `limit` test images (float32, 0..255, at the model's input shape) for the parity check."""
-    from trainer.data import rank_dataset
-    from trainer.model_io import read_spec
-    from trainer.prepared_data import read_manifest
-    dataset = rank_dataset(data_dir, read_manifest(data_dir), "test", batch_size=limit,
-                           input_shape=tuple(read_spec(model_dir)["input_shape"]))
-    images, _ = next(iter(dataset))
-    return images.numpy()
+class NoSavedModel(RuntimeError):
+    """The model directory lacks the SavedModel its training writes."""
+    bad_input = True
 
 
-def write_savedmodel(model: Any, path: Path) -> None:
-    """Save a trained Keras model's `serving_default` signature (images -> probabilities, classes) with the
-    variables it reads. The SavedModel holds that function, not the Keras object: its readers (the reload check,
-    the MLflow model, serving) use the signature only, and the Keras object's per-layer call traces made saving
-    about 6 times slower (measured: 2.7 s against 0.4 s for the digits' model)."""
-    import tensorflow as tf
-    spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32, name="images")
-
-    @tf.function(input_signature=[spec])
-    def serve(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        probabilities = model(images, training=False)
-        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1)}
-
-    holder = tf.Module()
-    holder.model_variables = list(model.variables)  # what serve reads; saved with it
-    tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve})
+def parity_sample(model_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(test images, the trained model's probabilities for them) that the lead process wrote beside the model."""
+    path = Path(model_dir) / PARITY_SAMPLE
+    if not path.is_file() or not (Path(model_dir) / SAVEDMODEL).is_dir():
+        raise NoSavedModel(f"no SavedModel: {Path(model_dir) / SAVEDMODEL} or {path} is missing (its training wrote "
+                           f"none: train again)")
+    with np.load(path) as saved:
+        return saved["images"], saved["probabilities"]
 
 
-class FreshProcessCheck:
-    """Probabilities from a SavedModel, computed in a fresh Python process: started ahead (it imports TensorFlow
-    meanwhile), asked once the SavedModel is written."""
+class FreshProcess:
+    """A fresh Python process that loads SavedModels (tasks/outputs/serve_check.py): started ahead (it imports
+    TensorFlow meanwhile), then asked one request at a time."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "tasks.outputs.serve_check"], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.said: list[str] = []  # what it printed besides its answers (its error, when it fails)
+
+    def ask(self, what: str, **request: str) -> Any:
+        """The answer to one request; RuntimeError naming the process's last line when it ends without one."""
+        from tasks.outputs.serve_check import ANSWER
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(json.dumps({"ask": what, **request}) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it ended: its output says why
+        for line in self.process.stdout:
+            if line.startswith(ANSWER):
+                return json.loads(line[len(ANSWER):])
+            self.said.append(line.strip())
+        self.process.wait()
+        raise RuntimeError(f"the SavedModel's reload failed: {(self.said or ['no output'])[-1]}")
 
     def predictions(self, savedmodel: Path, images: np.ndarray, work_dir: Path) -> np.ndarray:
         images_file, out_file = work_dir / "images.npy", work_dir / "probabilities.npy"
         np.save(images_file, images)
-        asked = json.dumps([str(savedmodel), str(images_file), str(out_file)]) + "\n"
-        output, _ = self.process.communicate(asked, timeout=600)
-        if self.process.returncode != 0:
-            raise RuntimeError(f"the SavedModel's reload failed: {(output.strip().splitlines() or ['no output'])[-1]}")
+        self.ask("predict", savedmodel=str(savedmodel), images=str(images_file), out=str(out_file))
         return np.load(out_file)
 
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
     def close(self) -> None:
-        """Unasked (export failed before): the process ends at the end of its input."""
-        if self.process.poll() is None:
+        """Ends at the end of its input."""
+        if self.alive():
             self.process.communicate("", timeout=600)
 
 
-_started_ahead: list[FreshProcessCheck] = []  # at most one: the next export's, started while this process evaluates
+_fresh: list[FreshProcess] = []  # at most one: this pipeline run's, started ahead
 
 
-def start_reload_check_ahead() -> None:
-    """Start the next export's fresh process now: it imports TensorFlow on another core while this process
-    evaluates. Unused, it ends with this process (the end of its input)."""
-    if not _started_ahead:
-        _started_ahead.append(FreshProcessCheck())
+def start_fresh_process_ahead() -> None:
+    """Start the fresh process now: it imports TensorFlow on another core while this process waits for the
+    training. Unused, it ends with this process (the end of its input)."""
+    if not _fresh:
+        _fresh.append(FreshProcess())
 
 
-def reload_check() -> FreshProcessCheck:
+def fresh_process() -> FreshProcess:
     """The fresh process started ahead (if it is still alive), else a new one."""
-    ahead = _started_ahead.pop() if _started_ahead else None
-    return ahead if ahead is not None and ahead.process.poll() is None else FreshProcessCheck()
+    if _fresh and not _fresh[0].alive():
+        _fresh.pop()
+    start_fresh_process_ahead()
+    return _fresh[0]
 
 
-def export(model_dir: Path, export_dir: Path, data_dir: Path = PREPARED_DIR) -> ExportResult:
-    """Write the SavedModel to export_dir only after its reload gives the trained model's predictions."""
-    from trainer.model_io import load_model
+def close_fresh_process() -> None:
+    """This run is done with it (the next run starts its own)."""
+    while _fresh:
+        _fresh.pop().close()
+
+
+def export(model_dir: Path, export_dir: Path) -> ExportResult:
+    """Publish the training's SavedModel to export_dir only after a fresh process's reload of it gives the trained
+    model's probabilities for the parity sample."""
+    images, expected = parity_sample(model_dir)
     with tempfile.TemporaryDirectory() as work, atomic_dir(export_dir) as tmp:
-        check = reload_check()
-        try:
-            images = sample_test_images(data_dir, model_dir)
-            model = load_model(model_dir)
-            expected = model(images, training=False).numpy()
-            write_savedmodel(model, tmp)
-            reloaded = check.predictions(tmp, images, Path(work))
-        finally:
-            check.close()
-        max_abs_diff = float(np.max(np.abs(reloaded - expected)))
+        shutil.copytree(Path(model_dir) / SAVEDMODEL, tmp, dirs_exist_ok=True)
+        reloaded = fresh_process().predictions(tmp, images, Path(work))
+        max_abs_diff = float(np.max(np.abs(reloaded - expected))) if len(images) else 0.0
         if max_abs_diff > PARITY_TOLERANCE:
             raise RuntimeError(f"SavedModel reload differs from the trained model by {max_abs_diff:.3g}")
     return ExportResult(export_dir, max_abs_diff, len(images))

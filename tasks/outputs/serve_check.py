@@ -1,27 +1,67 @@
-"""Load a SavedModel with tf.saved_model.load and run its serving signature: used in a fresh process.
+"""Load SavedModels with tf.saved_model.load and run their serving signature: the fresh process of export's reload
+check (and of register's scoring of the champion).
 
-python -m tasks.outputs.serve_check, then on its standard input: ["SAVEDMODEL", "IMAGES.npy", "OUT.npy"]
+python -m tasks.outputs.serve_check, then one JSON request per line on its standard input, each answered by one
+line that starts with ANSWER:
+  {"ask": "predict", "savedmodel": DIR, "images": "IMAGES.npy", "out": "OUT.npy"} -> null (probabilities in OUT)
+  {"ask": "accuracy", "savedmodel": DIR, "data_dir": DIR} -> the test split's accuracy, or null when the model
+  cannot score it (other input channels or classes)
 
-The process imports TensorFlow first and then waits for that line, so that it can be started before the SavedModel
-exists (its start overlaps the evaluation and the writing); end of input: nothing to do.
+The process imports TensorFlow first and then waits for a request, so that it can be started before the SavedModel
+exists (its start overlaps the training); end of input: it ends.
 """
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
+ANSWER = "answer: "
 
-def predict(savedmodel: str, images: np.ndarray) -> np.ndarray:
-    """Class probabilities from the `serving_default` signature."""
+
+def serving_function(savedmodel: str) -> Any:
     import tensorflow as tf
-    serve = tf.saved_model.load(savedmodel).signatures["serving_default"]
-    return serve(images=tf.constant(images, tf.float32))["probabilities"].numpy()
+    return tf.saved_model.load(savedmodel).signatures["serving_default"]
+
+
+def predict(savedmodel: str, images: str, out: str) -> None:
+    """Class probabilities from the `serving_default` signature, for the images saved in `images`, into `out`."""
+    import tensorflow as tf
+    serve = serving_function(savedmodel)
+    np.save(out, serve(images=tf.constant(np.load(images), tf.float32))["probabilities"].numpy())
+
+
+def accuracy(savedmodel: str, data_dir: str) -> float | None:
+    """Accuracy of the SavedModel over the prepared test split (its images at the signature's input size)."""
+    import tensorflow as tf
+
+    from tasks.outputs.evaluate import accuracy_on_split
+    from trainer.prepared_data import read_manifest
+    serve = serving_function(savedmodel)
+    shape = tuple(serve.structured_input_signature[1]["images"].shape[1:])
+    manifest = read_manifest(Path(data_dir))
+    if len(shape) != 3 or shape[2] != manifest["channels"]:
+        return None
+    return accuracy_on_split(lambda batch: serve(images=tf.constant(batch, tf.float32))["probabilities"].numpy(),
+                             Path(data_dir), shape, manifest["num_classes"])
+
+
+REQUESTS: dict[str, Callable[..., Any]] = {"predict": predict, "accuracy": accuracy}
+
+
+def answer_requests() -> None:
+    """Each request of the standard input, answered on the standard output, until its end."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer = REQUESTS[request.pop("ask")](**request)
+        print(ANSWER + json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":
-    import tensorflow  # noqa: F401  (while the caller evaluates and writes the SavedModel)
-    if asked := sys.stdin.readline():
-        savedmodel_path, images_path, out_path = json.loads(asked)
-        np.save(out_path, predict(savedmodel_path, np.load(images_path)))
+    from trainer.lean_imports import skip_unused_libraries
+    skip_unused_libraries()
+    import tensorflow  # noqa: F401  (while the caller trains, evaluates and asks)
+    answer_requests()

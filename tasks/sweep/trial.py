@@ -107,7 +107,7 @@ def train_trial(sweep: Sweep, trial: Any, params: Params, run_id: str, check: An
     for attempt in (1, 2):
         reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line)
         try:
-            steps.train_step(params, run_id, check, on_line=reporter)
+            steps.train_step(params, run_id, check, on_line=reporter, model_outputs=False)
             return reporter
         except TrialPruned:
             raise

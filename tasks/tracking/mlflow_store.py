@@ -16,6 +16,7 @@ MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training 
 # MLflow prints a run's page as `<tracking URI>/#/...` when a run ends on a tracking server: with the URI's
 # `user:password@` in it. ringflow says its runs' links itself (tracking.ui_url), without credentials.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per download in the run's log
 
 
 def embedded_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:

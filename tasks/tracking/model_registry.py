@@ -48,23 +48,37 @@ class GateDecision:
         return asdict(self)
 
 
-def log_registered_model(run_id: str, savedmodel: Path, example: np.ndarray, model_name: str) -> str:
-    """Log the SavedModel as a pyfunc MLflow model of the run (signature, input example) and register it; returns
-    the version. The run stays RUNNING: it finishes when the whole pipeline has."""
-    import mlflow
-    import tensorflow as tf
-    from mlflow.models import infer_signature
+class _PyfuncFlavor:
+    """mlflow.pyfunc as the flavor of Model.log, without MLflow's check of the input example: that check loads the
+    model in the logging process (TensorFlow: 2 s of a core, in a process that otherwise never imports it), and
+    export's fresh process has already run the SavedModel's serving signature on test images."""
+    __name__ = "mlflow.pyfunc"
 
-    serve = tf.saved_model.load(str(savedmodel)).signatures["serving_default"]
-    probabilities = serve(images=tf.constant(example, dtype=tf.float32))["probabilities"].numpy()
+    @staticmethod
+    def save_model(validate_serving_input: bool = False, **kwargs: Any) -> None:
+        import mlflow.pyfunc
+        mlflow.pyfunc.save_model(**kwargs)
+
+
+def log_registered_model(run_id: str, savedmodel: Path, example: np.ndarray, probabilities: np.ndarray,
+                         model_name: str) -> str:
+    """Log the SavedModel as a pyfunc MLflow model of the run (signature and input example: images and the trained
+    model's probabilities for them) and register it; returns the version. The run stays RUNNING: it finishes when
+    the whole pipeline has."""
+    from importlib.metadata import version as installed
+
+    import mlflow
+    from mlflow.models import Model, infer_signature
+
     mlflow.set_tracking_uri(mlflow_store.tracking_uri())
     mlflow.start_run(run_id=run_id)
     try:
-        info = mlflow.pyfunc.log_model(
-            name=MODEL_ARTIFACT, python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
-            signature=infer_signature(example, probabilities),
-            input_example=example, pip_requirements=[f"tensorflow=={tf.__version__}", f"mlflow=={mlflow.__version__}"],
-            registered_model_name=model_name)
+        info = Model.log(
+            artifact_path=None, name=MODEL_ARTIFACT, flavor=_PyfuncFlavor, flavor_name="pyfunc.ModelFromCode",
+            python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
+            signature=infer_signature(example, probabilities), input_example=example,
+            pip_requirements=[f"tensorflow=={installed('tensorflow')}", f"mlflow=={mlflow.__version__}"],
+            registered_model_name=model_name, validate_serving_input=False)
     finally:
         mlflow.end_run(status="RUNNING")
     return str(info.registered_model_version)
@@ -116,17 +130,13 @@ def apply_gate(decision: GateDecision) -> None:
     client.set_registered_model_alias(decision.model_name, decision.alias, decision.version)
 
 
-def score_registered_model(version: Any, data_dir: Path) -> float | None:
-    """Test accuracy of a registered model version on the prepared test split; None when it cannot score it
-    (its input channels or class count differ from the data's)."""
-    import mlflow.pyfunc
+def score_registered_model(version: Any, data_dir: Path, score: Callable[[Path, Path], float | None]) -> float | None:
+    """Test accuracy of a registered model version's SavedModel on the prepared test split, as `score` (savedmodel,
+    data dir) gives it (export's fresh process); None when it cannot score it (other input channels or classes)."""
+    import tempfile
 
-    from tasks.outputs.evaluate import accuracy_on_split
-    from trainer.prepared_data import read_manifest
-    model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}")
-    shape = tuple(model.metadata.get_input_schema().inputs[0].shape[1:])
-    manifest = read_manifest(data_dir)
-    if len(shape) != 3 or shape[2] != manifest["channels"]:
-        return None
-    return accuracy_on_split(lambda images: np.asarray(model.predict(images)), data_dir, shape,
-                             manifest["num_classes"])
+    from mlflow.artifacts import download_artifacts
+    with tempfile.TemporaryDirectory() as folder:
+        model_dir = Path(download_artifacts(artifact_uri=f"models:/{version.name}/{version.version}", dst_path=folder,
+                                            tracking_uri=mlflow_store.tracking_uri()))
+        return score(next(model_dir.rglob("saved_model.pb")).parent, data_dir)

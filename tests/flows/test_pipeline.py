@@ -94,6 +94,11 @@ def test_savedmodel_reloads_and_matches_the_trained_model(pipeline_run: Pipeline
     assert np.mean(served["classes"].numpy() == labels) >= 0.95
 
 
+def test_rank_0_wrote_the_test_predictions_and_the_savedmodel_beside_the_model(pipeline_run: PipelineRun) -> None:
+    model_dir = pipeline_run.repo / "outputs" / "model"
+    assert {"test_predictions.npz", "parity_sample.npz", "savedmodel"} <= {path.name for path in model_dir.iterdir()}
+
+
 def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun, prefect_api: str) -> None:
     """This pipeline's flow run, and its artifacts (the session's server holds other tests' runs too)."""
     flow_run = api_call(prefect_api, f"/flow_runs/{pipeline_run.flow_run_id}")

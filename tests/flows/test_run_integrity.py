@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from tasks.errors import INTERRUPTED
-from tests.helpers import PYTHON, make_workspace, memory_limited, run, workspace_env
+from tests.helpers import PYTHON, WATCHING_IMPORTS, make_workspace, memory_limited, run, workspace_env
 from trainer.slurm_cluster import rank_from_environment
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
@@ -58,14 +58,20 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_two_successive_runs_both_train_every_epoch(repo: Path, prefect_api: str) -> None:
-    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
+    """...and the second, with the data validated already, never imports TensorFlow in the pipeline's process: the
+    training's lead wrote the test predictions and the SavedModel, export's fresh process checked the reload and
+    scored the champion."""
+    mark = repo.parent / "imported-tensorflow"
+    env = workspace_env(repo, PREFECT_API_URL=prefect_api, RINGFLOW_TEST_IMPORT_MARK=str(mark))
     run_ids = []
     for _ in range(2):
-        done = run(pipeline("epochs=2"), repo, env)
+        mark.unlink(missing_ok=True)
+        done = run([PYTHON, "-c", WATCHING_IMPORTS, "--set", "epochs=2"], repo, env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert "resuming from checkpoint" not in done.stdout + done.stderr
         run_ids.append(RUN_ID.search(done.stdout)[1])
-    assert run_ids[0] != run_ids[1]
+    assert run_ids[0] != run_ids[1] and not mark.exists()
+    assert re.search(r"v\d+ (promoted to champion|kept as challenger): .* on the same test split", done.stdout)
     for run_id in run_ids:
         assert trained_epochs(repo, run_id) == [0, 1]
         mlflow_run = mlflow_client(repo).get_run(run_id)

@@ -91,6 +91,10 @@ def test_a_random_sweep_of_6_trials_2_at_once(random_sweep: Swept, tmp_path: Pat
     versions = client.search_model_versions("name = 'ringflow'")
     assert [version.run_id for version in versions] == [best_run]
     assert re.search(r"^gate: +ringflow v1 is champion", random_sweep.said, re.M)
+    # trials train without the test predictions and SavedModel; the best one's evaluation wrote them
+    written = {child.info.run_id for child in children
+               if (random_sweep.repo / "outputs" / "runs" / child.info.run_id / "model" / "savedmodel").is_dir()}
+    assert written == {best_run}
 
 
 def test_the_sweep_compared_in_a_real_browser(random_sweep: Swept) -> None:

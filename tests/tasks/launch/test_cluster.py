@@ -19,7 +19,7 @@ from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.plan import launch_plan
 from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.remote.addresses import head_address, is_local
-from tasks.outputs.evaluate import evaluate, predict_split
+from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, make_workspace, quiet_env, workspace_env
 from tests.tasks.launch.cluster_hosts import SUBNETS, cluster_up, hosts_of, ranks_on, set_link
@@ -83,9 +83,13 @@ def test_preflight_names_the_host_that_cannot_run_ranks(cluster: list[str], digi
 
 def unseen_accuracy(model_dir: Path, data_dir: Path) -> float:
     """Accuracy over the validation and test splits together (neither trained on)."""
-    hits = total = 0
+    from trainer.model_io import load_model, read_spec
+    from trainer.model_outputs import split_predictions
+    from trainer.prepared_data import read_manifest
+    model, hits, total = load_model(model_dir), 0, 0
     for split in ("validation", "test"):
-        probabilities, labels = predict_split(model_dir, data_dir, split)
+        probabilities, labels, _ = split_predictions(model, data_dir, read_manifest(data_dir), split,
+                                                   tuple(read_spec(model_dir)["input_shape"]))
         hits, total = hits + int((probabilities.argmax(axis=1) == labels).sum()), total + len(labels)
     return hits / total
 

@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 
 from tasks.launch.job_config import job_spec, write_trainer_config
-from tasks.outputs.evaluate import TrainedOnOtherData, check_trained_on, score
+from tasks.outputs.evaluate import (
+    NoTestPredictions,
+    TrainedOnOtherData,
+    check_trained_on,
+    evaluate,
+    outputs_written,
+    score,
+)
 from tasks.params import Params
+from tests.tasks.outputs.conftest import Exported
+from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS
 from trainer.prepared_data import MANIFEST_NAME
 
 
@@ -65,3 +74,23 @@ def test_a_model_is_evaluated_only_on_the_data_it_was_trained_on(digits_data: Pa
                                                  r"back \(python -m tasks restore --run-id RUN\) or train again$"):
         check_trained_on(model_dir, other)
     assert TrainedOnOtherData.bad_input
+
+
+def test_a_model_without_test_predictions_is_one_line_that_says_to_train_again(digits_data: Path,
+                                                                               tmp_path: Path) -> None:
+    with pytest.raises(NoTestPredictions, match=r"^no test predictions: .*test_predictions.npz is missing \(its "
+                                                r"training wrote none: train again\)$"):
+        evaluate(tmp_path, digits_data)
+    assert NoTestPredictions.bad_input
+
+
+def test_a_model_trained_without_its_outputs_gets_them_in_a_process_of_its_own(exported: Exported, digits_data: Path,
+                                                                              tmp_path: Path) -> None:
+    """A sweep's trials train without them; the best one's evaluation writes them first, alike."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for name in (MODEL_SPEC, MODEL_WEIGHTS):
+        shutil.copy(exported.model_dir / name, model_dir / name)
+    outputs_written(model_dir, digits_data)
+    assert evaluate(model_dir, digits_data).metrics == evaluate(exported.model_dir, digits_data).metrics
+    assert (model_dir / "savedmodel" / "saved_model.pb").is_file() and (model_dir / "parity_sample.npz").is_file()

@@ -1,8 +1,9 @@
-"""Export: a SavedModel whose `serving_default` takes float images and gives probabilities and classes; the test
-images for the parity check come at the model's input shape; the whole export, with its reload in a fresh process,
-writes the SavedModel only when the reload agrees."""
+"""Export: the SavedModel the training's lead wrote, whose `serving_default` takes float images and gives
+probabilities and classes; the parity sample is the first test images at the model's input with the model's
+probabilities; export, with its reload in a fresh process, publishes the SavedModel only when the reload agrees."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,11 @@ import pytest
 import tensorflow as tf
 
 from tasks.outputs import export as export_module
-from tasks.outputs.export import PARITY_TOLERANCE, export, sample_test_images
+from tasks.outputs.export import PARITY_TOLERANCE, NoSavedModel, export, parity_sample
 from tests.tasks.outputs.conftest import Exported
+from trainer.model_io import load_model
+from trainer.model_outputs import SAVEDMODEL
+from trainer.prepared_data import read_manifest
 
 
 def test_the_serving_signature_takes_images_and_gives_probabilities_and_classes(exported: Exported) -> None:
@@ -22,37 +26,52 @@ def test_the_serving_signature_takes_images_and_gives_probabilities_and_classes(
     assert given["classes"].numpy().tolist() == np.argmax(exported.expected, axis=-1).tolist()
 
 
-def test_the_parity_images_are_test_images_at_the_model_s_input(exported: Exported, digits_data: Path) -> None:
-    images = sample_test_images(digits_data, exported.model_dir, limit=7)
-    assert images.shape == (7, 8, 8, 1) and images.dtype == np.float32 and 0 <= images.min() < images.max() <= 255
+def test_the_parity_sample_is_the_first_test_images_with_the_model_s_probabilities(exported: Exported,
+                                                                                   digits_data: Path) -> None:
+    images, probabilities = parity_sample(exported.model_dir)
+    test_records = read_manifest(digits_data)["splits"]["test"]["count"]
+    assert images.shape == (min(256, test_records), 8, 8, 1) and images.dtype == np.float32
+    assert 0 <= images.min() < images.max() <= 255
+    assert np.allclose(probabilities, load_model(exported.model_dir)(images, training=False).numpy(), atol=1e-6)
 
 
-def test_the_savedmodel_is_written_once_the_fresh_process_started_ahead_reloaded_it_alike(
-        exported: Exported, digits_data: Path, tmp_path: Path) -> None:
-    export_module.start_reload_check_ahead()
-    (ahead,) = export_module._started_ahead
-    result = export(exported.model_dir, tmp_path / "savedmodel", digits_data)
+def test_the_savedmodel_is_published_once_the_fresh_process_started_ahead_reloaded_it_alike(
+        exported: Exported, tmp_path: Path) -> None:
+    export_module.start_fresh_process_ahead()
+    (ahead,) = export_module._fresh
+    result = export(exported.model_dir, tmp_path / "savedmodel")
     assert result.path == tmp_path / "savedmodel" and (result.path / "saved_model.pb").is_file()
     assert result.max_abs_diff <= PARITY_TOLERANCE and result.checked_images > 0
-    assert ahead.process.returncode == 0 and not export_module._started_ahead  # it was the one asked, once
+    assert export_module.fresh_process() is ahead  # the one asked, kept for register's scoring
+    export_module.close_fresh_process()
+    assert ahead.process.returncode == 0 and not export_module._fresh
 
 
 def test_a_fresh_process_started_ahead_that_died_is_replaced() -> None:
-    export_module.start_reload_check_ahead()
-    (dead,) = export_module._started_ahead
+    export_module.start_fresh_process_ahead()
+    (dead,) = export_module._fresh
     dead.process.kill()
     dead.process.wait()
-    replacement = export_module.reload_check()
-    assert replacement is not dead and replacement.process.poll() is None
-    replacement.close()
+    replacement = export_module.fresh_process()
+    assert replacement is not dead and replacement.alive()
+    export_module.close_fresh_process()
     assert replacement.process.returncode == 0  # unasked, it ends at the end of its input
 
 
-def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, digits_data: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_savedmodel(model: object, path: Path) -> None:
-        (path / "saved_model.pb").write_text("not a SavedModel")
-    monkeypatch.setattr(export_module, "write_savedmodel", broken_savedmodel)
+def test_a_savedmodel_that_does_not_reload_leaves_nothing(exported: Exported, tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(exported.model_dir, model_dir)
+    (model_dir / SAVEDMODEL / "saved_model.pb").write_text("not a SavedModel")
     with pytest.raises(RuntimeError, match="the SavedModel's reload failed: "):
-        export(exported.model_dir, tmp_path / "savedmodel", digits_data)
+        export(model_dir, tmp_path / "savedmodel")
     assert not (tmp_path / "savedmodel").exists()
+    export_module.close_fresh_process()
+
+
+def test_a_model_without_a_savedmodel_is_one_line_that_says_to_train_again(exported: Exported,
+                                                                           tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(exported.model_dir, model_dir, ignore=shutil.ignore_patterns(SAVEDMODEL))
+    with pytest.raises(NoSavedModel, match=r"^no SavedModel: .* is missing \(its training wrote none: train again\)$"):
+        export(model_dir, tmp_path / "savedmodel")
+    assert NoSavedModel.bad_input and not (tmp_path / "savedmodel").exists()

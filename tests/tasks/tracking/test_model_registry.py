@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from tasks.data.prepare import prepare
+from tasks.outputs.export import close_fresh_process
 from tasks.params import DataParams
+from tasks.steps import champion_accuracy
 from tasks.tracking import mlflow_store, model_registry
 from tasks.tracking.model_registry import CHALLENGER, CHAMPION, apply_gate, decide_gate, log_registered_model
 from tests.tasks.tracking.conftest import EXPERIMENT
@@ -28,12 +30,19 @@ def tiny_savedmodel(path: Path) -> Path:
     return path
 
 
+def logged(run_id: str, savedmodel: Path, example: np.ndarray) -> str:
+    """log_registered_model with the SavedModel's own probabilities for the example (as the training writes them)."""
+    from tasks.outputs.serve_check import serving_function
+    probabilities = serving_function(str(savedmodel))(images=example)["probabilities"].numpy()
+    return log_registered_model(run_id, savedmodel, example, probabilities, "gate-test")
+
+
 def registered_run(savedmodel: Path, test_accuracy: float) -> str:
     """A finished run holding test_accuracy and the model, registered; returns the new version."""
     run_id = mlflow_store.start_run(EXPERIMENT, {"learning_rate": test_accuracy, "data_hash": "abc.dir"}, {})
     mlflow_store.log_metrics(run_id, {"test_accuracy": test_accuracy})
     example = np.random.default_rng(0).uniform(0, 255, (2, 8, 8, 1)).astype(np.float32)
-    return log_registered_model(run_id, savedmodel, example, "gate-test")
+    return logged(run_id, savedmodel, example)
 
 
 def gate(version: str, accuracy: float, score: object = model_registry.recorded_accuracy) -> object:
@@ -97,17 +106,17 @@ def test_the_gate_scores_the_champion_on_the_new_test_split(store_dir: Path) -> 
     example = np.zeros((2, 8, 8, 1), np.float32)
     dark = rule_savedmodel(store_dir / "dark", "dark")
     run_id = mlflow_store.start_run(EXPERIMENT, {"data_hash": "a.dir"}, {})
-    champion = gate(log_registered_model(run_id, dark, example, "gate-test"), 1.0)  # its own split: all dark 0s
+    champion = gate(logged(run_id, dark, example), 1.0)  # its own split: all dark 0s
     (store_dir / "b").mkdir()
     split_b = prepared_split(store_dir / "b", [(50, 0, 0), (40, 255, 1), (10, 0, 1)])
     bright = rule_savedmodel(store_dir / "bright", "bright")
-    version = log_registered_model(mlflow_store.start_run(EXPERIMENT, {"data_hash": "b.dir"}, {}), bright,
-                                   example, "gate-test")
-    rescore = lambda version: model_registry.score_registered_model(version, split_b)  # noqa: E731
+    version = logged(mlflow_store.start_run(EXPERIMENT, {"data_hash": "b.dir"}, {}), bright, example)
+    rescore = lambda version: model_registry.score_registered_model(version, split_b, champion_accuracy)  # noqa: E731
     decision = decide_gate("gate-test", version, 0.9, 0.01, split_hash(read_manifest(split_b)), rescore)
     assert (decision.alias, decision.champion_version) == (CHAMPION, champion.version)  # 0.9 vs 1.0 would refuse
     assert (decision.champion_accuracy, decision.champion_recorded_accuracy) == (0.5, 1.0)
     assert decision.test_split == split_hash(read_manifest(split_b)) and "same test split" in decision.sentence()
+    close_fresh_process()
 
 
 def test_a_registry_error_is_not_taken_for_no_champion(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,9 @@ ANSWER = "answer: "
 
 def serving_function(savedmodel: str) -> Any:
     import tensorflow as tf
-    return tf.saved_model.load(savedmodel).signatures["serving_default"]
+
+    from trainer.model_outputs import SIGNATURE
+    return tf.saved_model.load(savedmodel).signatures[SIGNATURE]
 
 
 def predict(savedmodel: str, images: str, out: str) -> None:

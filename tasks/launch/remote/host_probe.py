@@ -6,9 +6,11 @@ ssh HOST PYTHON - CHECKOUT DATA_DIR TOKEN_FILE < tasks/launch/remote/host_probe.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,13 +24,41 @@ def trainer_digest(checkout: Path) -> str:
     return digest.hexdigest() if (checkout / "trainer").is_dir() else ""
 
 
-def horovod_build() -> dict[str, object]:
+def package_dir(name: str) -> Path | None:
+    """Where an installed top-level package is, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+
+
+def imported_horovod() -> dict[str, object]:
     """Which controllers this host's Horovod was built with, or why it cannot be imported."""
     try:
         import horovod.tensorflow as hvd
         return {"gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
     except (ImportError, OSError, RuntimeError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
+
+
+def horovod_build() -> dict[str, object]:
+    """Whether this host can load Horovod's TensorFlow library: it is installed and every shared library it needs
+    (Open MPI's, the C++ runtime) is found here, TensorFlow's own where TensorFlow is. That is what importing
+    horovod.tensorflow fails on when a host lacks something; the import itself would also import TensorFlow, 3 s of
+    a core at every probe."""
+    horovod, tensorflow = package_dir("horovod"), package_dir("tensorflow")
+    if horovod is None or tensorflow is None:
+        return {"error": f"ImportError: No module named '{'horovod' if horovod is None else 'tensorflow'}'"}
+    library = next((horovod / "tensorflow").glob("mpi_lib*.so"), None)
+    if library is None:
+        return {"error": "ImportError: Horovod was built without TensorFlow"}
+    try:
+        linked = subprocess.run(["ldd", str(library)], capture_output=True, text=True,
+                                env=dict(os.environ, LD_LIBRARY_PATH=str(tensorflow)))
+    except OSError:  # no ldd on this host: import it
+        return imported_horovod()
+    missing = [line.split()[0] for line in linked.stdout.splitlines() if "not found" in line]
+    if linked.returncode != 0 or missing:
+        return {"error": f"OSError: {', '.join(missing) or linked.stderr.strip()}: cannot open shared object file"}
+    return {"library": str(library)}
 
 
 SHIPPED_MARK = ".ringflow-shipped"  # in a data directory shipped to a host: the key of the data it holds

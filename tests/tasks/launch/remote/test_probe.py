@@ -123,3 +123,25 @@ def test_this_machine_probed_as_a_host_has_no_problem(tmp_path: Path) -> None:
     assert isinstance(answers, dict), answers
     assert answers["sees_token"] is True and "error" not in answers["horovod"]
     assert host_problem("localhost", 1, answers, horovod=True) is None
+
+
+def test_horovod_s_library_is_checked_without_importing_tensorflow(tmp_path: Path) -> None:
+    """This machine's Horovod loads; a copy of its library where TensorFlow's libraries are not is named for the
+    one it misses (what importing horovod.tensorflow fails on), and neither answer imports TensorFlow."""
+    import shutil
+    import subprocess
+    script = ROOT / "tasks" / "launch" / "remote" / "host_probe.py"
+    asked = [sys.executable, "-c", f"import json, runpy, sys; found = runpy.run_path('{script}')['horovod_build'](); "
+                                   "print(json.dumps([found, 'tensorflow' in sys.modules]))"]
+    here = subprocess.run(asked, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert here.stdout.strip().splitlines()[-1].startswith('[{"library": ') and here.stdout.strip().endswith("false]")
+    site = tmp_path / "site"
+    (site / "horovod" / "tensorflow").mkdir(parents=True)
+    (site / "tensorflow").mkdir()
+    for package in ("horovod", "tensorflow"):
+        (site / package / "__init__.py").write_text("")
+    library = next((host_probe.package_dir("horovod") / "tensorflow").glob("mpi_lib*.so"))  # type: ignore[operator]
+    shutil.copy(library, site / "horovod" / "tensorflow" / library.name)
+    there = subprocess.run(asked, capture_output=True, text=True, check=True, cwd=tmp_path,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+    assert "libtensorflow_framework.so.2" in there.stdout and '"error": "OSError: ' in there.stdout

@@ -108,9 +108,14 @@ def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, stat
 @task(name="train")
 def train_task(params: Params, run_id: str, check: LaunchCheck) -> str:
     """The training job; a retry continues the same run from its last checkpoint. Export's fresh process starts
-    meanwhile (its TensorFlow import is then done when export asks it)."""
+    meanwhile (its TensorFlow import is then done when export asks it), and evaluate's charting library is imported
+    (while this thread waits on the ranks; at the start, it raced this thread's own imports of shared packages)."""
+    import threading
+
+    from tasks.outputs.charts import pyplot
     from tasks.outputs.export import start_fresh_process_ahead
     start_fresh_process_ahead()
+    threading.Thread(target=pyplot, name="import-charts", daemon=True).start()
     return str(steps.train_step(params, run_id, check, on_line=log_line))
 
 
@@ -243,19 +248,6 @@ def dry_run(overrides: dict[str, Any]) -> int:
     return 0
 
 
-def import_late_steps_meanwhile() -> None:
-    """Import evaluate's charts (matplotlib) and register's MLflow model flavour in the background while the first
-    steps wait on files, DVC and MLflow, rather than after the training. (This process never imports TensorFlow:
-    the training's lead process and export's fresh process do what needs it.)"""
-    import importlib
-    import threading
-
-    def load() -> None:
-        from tasks.outputs.charts import pyplot
-        for name in ("mlflow.pyfunc", "mlflow.models"):
-            importlib.import_module(name)
-        pyplot()
-    threading.Thread(target=load, name="import-late-steps", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +262,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if flags.dry_run:
         return dry_run(overrides)
-    import_late_steps_meanwhile()
 
     def pipeline_run() -> dict[str, Any]:
         given = resume_override(overrides) if flags.resume else overrides

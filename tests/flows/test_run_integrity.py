@@ -256,7 +256,8 @@ def test_a_restore_started_during_training_waits_until_the_run_has_registered(re
     """`python -m tasks restore` while a run trains: it says which run it waits for, and changes the data only
     after that run has registered its model (evaluation and the gate read the same data as training)."""
     env = workspace_env(repo, PREFECT_API_URL=prefect_api)
-    job = subprocess.Popen(pipeline("epochs=4"), cwd=repo, env=env, stdout=subprocess.PIPE,
+    # epochs enough that the run still trains when the restore starts (the steps after training take a second)
+    job = subprocess.Popen(pipeline("epochs=20"), cwd=repo, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(job.stdout), daemon=True)  # type: ignore[arg-type]

@@ -162,13 +162,14 @@ def test_a_time_limit_shorter_than_the_training_times_out_then_the_retry_resumes
                                                                                   digits_data: Path,
                                                                                   tmp_path: Path) -> None:
     lines: list[str] = []
-    short = slurm_params(100_000, time_limit="00:01:00", notice_seconds=0)
+    # one node: the limit is the job's whatever its size, and its ranks compute until it (a minute at least)
+    short = slurm_params(100_000, time_limit="00:01:00", notice_seconds=0, nodes=1)
     with pytest.raises(RankFailed) as failure:
         train(short, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
     assert "ended TIMEOUT" in str(failure.value) and failure.value.retryable, str(failure.value)
     epochs_done = max(int(found) for found in re.findall(r"epoch (\d+): ", "\n".join(lines)))
     lines.clear()
-    train(slurm_params(epochs_done + 3), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
+    train(slurm_params(epochs_done + 3, nodes=1), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
           lines.append)
     assert resumed_epochs("\n".join(lines))[0] >= epochs_done - 1  # at most the epoch in progress was lost
 

@@ -21,7 +21,8 @@ def sweep_of(study: Any, said: list[str]) -> Sweep:
 
 def training_that(failures: list[BaseException], calls: list[str]) -> Callable[..., Any]:
     """A train_step that raises the next of `failures` (each once), then reports 2 epochs."""
-    def train_step(params: Params, run_id: str, check: Any, on_line: Callable[[str], None]) -> None:
+    def train_step(params: Params, run_id: str, check: Any, on_line: Callable[[str], None],
+                   model_outputs: bool = True) -> None:
         calls.append(run_id)
         if failures:
             raise failures.pop(0)

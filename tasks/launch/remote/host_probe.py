@@ -46,7 +46,7 @@ def horovod_build() -> dict[str, object]:
     a core at every probe."""
     horovod, tensorflow = package_dir("horovod"), package_dir("tensorflow")
     if horovod is None or tensorflow is None:
-        return {"error": f"ImportError: No module named '{'horovod' if horovod is None else 'tensorflow'}'"}
+        return {"error": f"ModuleNotFoundError: No module named '{'horovod' if horovod is None else 'tensorflow'}'"}
     library = next((horovod / "tensorflow").glob("mpi_lib*.so"), None)
     if library is None:
         return {"error": "ImportError: Horovod was built without TensorFlow"}

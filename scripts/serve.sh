@@ -58,9 +58,15 @@ serve() {
 
 stop() {
   # the worker first (it may still report to the server), then the server; whatever does not stop in 30 s is killed
+  local pid tick
   for pid in $worker $server; do
     kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for tick in $(seq 60); do
+      kill -0 "$pid" 2>/dev/null || break
+      # a worker that has run a flow swallows the cancel its first signal makes; its second is Prefect's own SIGKILL
+      [ "$tick" != 6 ] || [ "$pid" != "$worker" ] || kill "$pid" 2>/dev/null || true
+      sleep 0.5
+    done
     kill -9 "$pid" 2>/dev/null || true
   done
   wait 2>/dev/null || true

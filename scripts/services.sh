@@ -271,7 +271,7 @@ stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process gro
   # $1 seconds in all (each end noted in logs/stop.log)
   local seconds=$1 started=$SECONDS file pid left=() waiting
   shift
-  local -A group_of=()
+  local -A group_of=() nudged=()
   for file in "$@"; do
     [ -f "$file" ] || continue
     pid=$(noted_pid "$file")  # a pid file whose process is gone (or is another's now) is only removed
@@ -284,6 +284,11 @@ stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process gro
       pid=${group_of[$file]}
       if ! kill -0 -- "-$pid" 2>/dev/null; then
         echo "$(date -Is) $(basename "$file" .pid): stopped in $((SECONDS - started)) s" >> "$LOGS/stop.log"
+      elif [ "${file##*/}" = worker.pid ] && [ -z "${nudged[$file]:-}" ] && [ $((SECONDS - started)) -ge 3 ]; then
+        # Prefect's worker once a flow run has been: its SIGINT (sent by its own TERM handler) cancels a task that
+        # swallows the cancel, and it ran on until killed; its second TERM is Prefect's own SIGKILL of the worker
+        # process alone (its flow runs, in its group, keep the rest of the time to end)
+        kill -TERM "$pid" 2>/dev/null || true; nudged[$file]=1; waiting+=("$file"); continue
       elif [ $((SECONDS - started)) -ge "$seconds" ]; then
         kill -KILL -- "-$pid" 2>/dev/null || true
         echo "$(date -Is) $(basename "$file" .pid): killed after $seconds s" >> "$LOGS/stop.log"
@@ -298,8 +303,8 @@ stop_pid_groups() {  # $1 seconds, then pid files: TERM to all their process gro
 }
 
 stop_all() {  # within a minute, as Ctrl-C promises
-  # all three at once, 20 s in all: Prefect's worker, even idle, was not gone 30 s after a signal here (its second
-  # signal is a SIGKILL by design); the servers close their connections meanwhile
+  # all three at once, 20 s in all: the servers close their connections meanwhile; Prefect's worker gets its second
+  # signal after 3 s (see stop_pid_groups)
   stop_pid_groups 20 "$RUN/worker.pid" "$RUN/prefect.pid" "$RUN/mlflow.pid"
   if [ -f "$PGDATA/postmaster.pid" ]; then
     as_db_user "$PG_BIN/pg_ctl" stop -D "$PGDATA" -m fast -w -t 20 > /dev/null 2>&1 || true

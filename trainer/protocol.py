@@ -13,22 +13,28 @@ HEARTBEAT_ENV = "RINGFLOW_HEARTBEAT_SECONDS"  # set by the launcher; unset or 0:
 METRICS_SPOOL_ENV = "RINGFLOW_METRICS_SPOOL"  # set by the launcher when rank 0 shares its filesystem: spool each epoch
 METRICS_PREFIX = "ringflow_metrics "  # followed by {"epoch": N, "metrics": {...}} on one line
 
-_PLACED = re.compile(r"rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+)$")
+_PLACED = re.compile(r"rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+)(?: pid (?P<pid>\d+))?$")
 _RESUMED = re.compile(r"resuming from checkpoint at epoch (?P<epoch>\d+)")
 _ELASTIC_START = re.compile(r"elastic: (?P<size>\d+) ranks train from epoch (?P<epoch>\d+)")
 _WEIGHTS = re.compile(r"weights_sha256 (?P<who>\S+) (?P<digest>[0-9a-f]{64})")
 _EPOCH = re.compile(r"epoch (?P<epoch>\d+): (?P<values>.*)$")
 
 
-def placed_line(rank: int, size: int, host: str) -> str:
-    """Each Horovod rank's first line: where it runs."""
-    return f"rank {rank} of {size} on {host}"
+def placed_line(rank: int, size: int, host: str, pid: int) -> str:
+    """Each Horovod rank's first line: where it runs (its host, and its process id there)."""
+    return f"rank {rank} of {size} on {host} pid {pid}"
 
 
 def parse_placed(text: str) -> tuple[int, int, str] | None:
     """(rank, size, host) of a placed line (the text after any launcher tag), else None."""
     found = _PLACED.match(text)
     return (int(found["rank"]), int(found["size"]), found["host"]) if found else None
+
+
+def placed_pid(text: str) -> int | None:
+    """The process id a placed line gives, else None."""
+    found = _PLACED.match(text)
+    return int(found["pid"]) if found and found["pid"] else None
 
 
 def stopping_line(signal_name: str) -> str:

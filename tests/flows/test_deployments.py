@@ -57,14 +57,15 @@ def wait_for_worker(api: str, serve: subprocess.Popen, timeout: float = 240) -> 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from serving(tmp_path_factory)
+    yield from serving(tmp_path_factory, np=1)  # deployments are what these runs try: one rank trains as two would
 
 
-def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """`scripts/serve.sh` (what `make serve` runs) in a checkout whose params.yaml trains 2 epochs."""
+def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[Served]:
+    """`scripts/serve.sh` (what `make serve` runs) in a checkout whose params.yaml trains 2 epochs (and the other
+    train settings given)."""
     repo = copy_checkout(tmp_path_factory.mktemp("served"))
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["train"]["epochs"] = 2
+    params["train"].update(epochs=2, **train)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", "2 epochs"],
                    cwd=repo, check=True)

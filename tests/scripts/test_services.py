@@ -20,6 +20,7 @@ from tests.helpers import BIN, ROOT, api_call, make_workspace, quiet_env, run, w
 from tests.scripts.services import RUN_ID, Services, started_services
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, whole pipelines
+ONE_RANK = "--set=train.np=1"  # the servers are what these pipelines try: one rank reports as two would
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +30,8 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
 
 
 def pipeline(services: Services, workspace: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,
-               services.user_env(workspace))
+    return run([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, *[f"--set={item}" for item in overrides]],
+               workspace, services.user_env(workspace))
 
 
 def test_two_users_share_one_experiment_registry_and_gate(services: Services, tmp_path: Path) -> None:
@@ -59,7 +60,8 @@ def test_two_users_share_one_experiment_registry_and_gate(services: Services, tm
 
 def test_copy_runs_moves_a_user_s_history_to_the_server_once(services: Services, tmp_path: Path) -> None:
     alone = make_workspace(tmp_path / "alone")
-    done = run([str(BIN / "python"), "-m", "flows.pipeline", "--set=train.epochs=2"], alone, workspace_env(alone))
+    done = run([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, "--set=train.epochs=2"], alone,
+               workspace_env(alone))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     local_run = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
     copy = [str(BIN / "python"), "-m", "tasks", "copy-runs", "--to", services.client["MLFLOW_TRACKING_URI"]]
@@ -106,7 +108,8 @@ class Lines:
 
 
 def training(services: Services, workspace: Path, epochs: int, *flags: str) -> tuple[subprocess.Popen, Lines]:
-    process = subprocess.Popen([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}", *flags],
+    process = subprocess.Popen([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, f"--set=train.epochs={epochs}",
+                                *flags],
                                cwd=workspace, env=services.user_env(workspace), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     return process, Lines(process)
@@ -148,8 +151,8 @@ def test_a_tracking_server_away_longer_than_retry_minutes_stops_the_run_for_a_re
                            r"run (\w+) stopped; its checkpoints are kept and --resume continues it once the server "
                            r"is back", last)
     assert stopped, lines.text[-3000:]
-    resumed = run([str(BIN / "python"), "-m", "flows.pipeline", f"--set=train.epochs={epochs}", "--resume"], workspace,
-                  services.user_env(workspace))
+    resumed = run([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, f"--set=train.epochs={epochs}", "--resume"],
+                  workspace, services.user_env(workspace))
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
     assert RUN_ID.search(resumed.stdout)[1] == stopped[1]  # type: ignore[index]
     assert services.mlflow(f"runs/get?run_id={stopped[1]}")["run"]["info"]["status"] == "FINISHED"

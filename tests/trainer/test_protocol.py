@@ -12,7 +12,8 @@ TAG = "[1]<stdout>:"
 
 
 def test_each_line_reads_back_what_was_written() -> None:
-    assert protocol.parse_placed(protocol.placed_line(1, 4, "h2")) == (1, 4, "h2")
+    assert protocol.parse_placed(protocol.placed_line(1, 4, "h2", 4321)) == (1, 4, "h2")
+    assert protocol.placed_pid(protocol.placed_line(1, 4, "h2", 4321)) == 4321
     assert protocol.resumed_epochs(TAG + protocol.resumed_line(7)) == [7]
     assert protocol.elastic_starts(TAG + protocol.elastic_start_line(2, 3)) == [(2, 3)]
     digest = "ab" * 32

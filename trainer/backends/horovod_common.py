@@ -35,7 +35,8 @@ def start(config: TrainerConfig) -> tuple[int, int]:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.keras.utils.set_random_seed(config.train.seed + hvd.rank())  # Horovod: distinct init, dropout, shuffling
-    print(placed_line(hvd.rank(), hvd.size(), socket.gethostname()), flush=True)  # Horovod: where each rank is
+    where = placed_line(hvd.rank(), hvd.size(), socket.gethostname(), os.getpid())  # Horovod: where each rank is
+    print(where, flush=True)
     return hvd.rank(), hvd.size()
 
 

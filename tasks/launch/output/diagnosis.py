@@ -2,6 +2,7 @@
 and whether running it again may pass (a killed or frozen rank may; bad input, out of memory, a bug do not)."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.command import SSH_FAILED
 from tasks.launch.slurm.states import end_message, parse_ended
-from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed
+from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed, placed_pid
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
 MPI_TAG_AT_END = re.compile(r"\[\d+,\d+\]<(stdout|stderr)>:$")  # mpirun's tag of an empty write, glued to a line
@@ -75,6 +76,32 @@ def oom_kill_count() -> int:
     return int(found[1]) if found else 0
 
 
+OOM_KILLED = re.compile(r"Killed process (\d+) ")  # the kernel's line for each process its out-of-memory killer ends
+
+
+def oom_killed_pids() -> frozenset[int] | None:
+    """The processes the kernel log (/dev/kmsg, its ring buffer) says the out-of-memory killer ended; None where
+    that log cannot be read (only the count since boot is known then)."""
+    try:
+        kernel_log = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    pids: set[int] = set()
+    try:
+        while True:
+            try:
+                record = os.read(kernel_log, 8192)
+            except BlockingIOError:  # read to its end
+                break
+            except BrokenPipeError:  # records overwritten while reading: the next one follows
+                continue
+            if killed := OOM_KILLED.search(record.decode(errors="replace")):
+                pids.add(int(killed[1]))
+    finally:
+        os.close(kernel_log)
+    return frozenset(pids)
+
+
 def signal_of(code: int) -> int | None:
     """The signal that ended a process: negative return codes, or a shell's 128 + N."""
     if code < 0:
@@ -96,12 +123,14 @@ class RankFailed(RuntimeError):
 @dataclass(frozen=True)
 class JobReport:
     """What the launcher saw of a failed job: the failing exit code (-1: ended by the watch), the watch's verdict,
-    out-of-memory kills during the job, and how long it ran."""
+    out-of-memory kills on this machine during the job, how long it ran, and the processes the kernel log names as
+    the out-of-memory killer's (None: unknown)."""
     code: int
     verdict: str | None
     verdict_retryable: bool
     oom_kills: int
     seconds: float
+    oom_killed: frozenset[int] | None = None
 
 
 class RankOutput:
@@ -116,6 +145,7 @@ class RankOutput:
         self.mpi_failed_rank: str | None = None  # mpirun named the first failed rank; its exit code follows
         self.scheduler_end: tuple[str, str, str, str] | None = None  # a scheduler's job ended: id, state, exit, why
         self.last_heard = {rank: time.monotonic() for rank in hosts}  # each rank's (or server's) last line
+        self.pids: dict[str, int] = {}  # each rank's process id, as its placed line gives it
 
     def add(self, line: str) -> None:
         match = RANK_LINE.match(line)
@@ -127,8 +157,11 @@ class RankOutput:
         if is_heartbeat_text(text):
             return
         self.tails[rank].append(text)
-        if match and (placed := parse_placed(text)) and not is_local(placed[2]):
-            self.hosts[rank] = placed[2]  # where it really runs (elastic: on any host listed)
+        if match and (placed := parse_placed(text)):
+            if not is_local(placed[2]):
+                self.hosts[rank] = placed[2]  # where it really runs (elastic: on any host listed)
+            if pid := placed_pid(text):
+                self.pids[rank] = pid
         if (exited := EXIT_LINE.search(line)) and exited["code"] != "0":
             self.exited(exited["rank"], int(exited["code"]))
         if (missing := STALL_MISSING.match(text)) and missing["rank"] not in self.stalled:
@@ -206,13 +239,21 @@ class RankOutput:
         rank = self.first_failed()
         if rank is None:
             return self._launcher_failure(report.code)
-        return self._rank_failure(rank, self.codes[rank], report.oom_kills)
+        return self._rank_failure(rank, self.codes[rank], report)
 
-    def _rank_failure(self, rank: str, code: int, oom_kills: int) -> RankFailed:
+    def _oom_killed(self, rank: str, report: JobReport) -> bool:
+        """Whether the out-of-memory killer ended this rank: the kernel log names its process when both are known;
+        else any such kill on this machine during the job counts (another process's too)."""
+        pid = self.pids.get(rank)
+        if pid is None or report.oom_killed is None:
+            return report.oom_kills > 0
+        return pid in report.oom_killed
+
+    def _rank_failure(self, rank: str, code: int, report: JobReport) -> RankFailed:
         number = signal_of(code)
         if number is not None:
             name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
-            if number == signal.SIGKILL and oom_kills:
+            if number == signal.SIGKILL and report.oom_kills and self._oom_killed(rank, report):
                 return RankFailed(f"{self.who(rank)} was killed by the out-of-memory killer (exit {code}, {name}): "
                                   f"lower train.batch_size or input.image_size", retryable=False)
             return RankFailed(f"{self.who(rank)} was killed by signal {name} (exit {code})", retryable=True)

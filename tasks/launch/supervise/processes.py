@@ -20,6 +20,7 @@ from tasks.launch.output.diagnosis import (
     horovodrun_line,
     is_heartbeat,
     oom_kill_count,
+    oom_killed_pids,
     tagged,
 )
 from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tree
@@ -139,8 +140,9 @@ def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], 
     if interrupted():  # Ctrl-C reached the job's processes too: whatever they made of it, the run was interrupted
         raise KeyboardInterrupt
     if code is not None:
-        report = JobReport(code, watch.verdict, watch.retryable, oom_kill_count() - oom_before,
-                           time.monotonic() - started)
+        oom_kills = oom_kill_count() - oom_before
+        report = JobReport(code, watch.verdict, watch.retryable, oom_kills, time.monotonic() - started,
+                           oom_killed_pids() if oom_kills else None)
         raise output.failure(report)
 
 

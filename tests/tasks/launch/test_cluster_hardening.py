@@ -1,4 +1,4 @@
-"""Hardening, as a user meets it, on the test cluster (ranks on h1 and h2), whole pipelines:
+"""Hardening, as a user meets it, on test cluster g (ranks on g1 and g2), whole pipelines:
 - no secret on a command line or in a log, with an AWS secret and a tracking URI holding a password in the
   environment, tracked by a real MLflow server that rank 0 reaches from its host. The hosts of the test cluster
   share this machine's process table, so one `ps` here sees every host's processes; it is sampled all through.
@@ -20,9 +20,11 @@ import pytest
 
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, ROOT, api_call, free_port, make_workspace, quiet_env, run, wait_for_http, workspace_env
-from tests.tasks.launch.cluster_hosts import cluster_up
+from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of
 
 pytestmark = pytest.mark.slow  # real hosts, sshd, an MLflow server, Prefect, whole pipelines
+TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
+H1, H2 = hosts_of(TEST_CLUSTER)
 
 AWS_SECRET = "aws-secret-2b7e151628aed2a6"
 PASSWORD = "tracking-password-3c4fcf098815"
@@ -31,7 +33,7 @@ RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
-    yield from cluster_up()
+    yield from cluster_up(cluster=TEST_CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,8 @@ def tracking_server(cluster: list[str], tmp_path_factory: pytest.TempPathFactory
 
 
 class CommandLines:
-    """Every process's command line (`ps -eo args`), sampled until stopped."""
+    """Every process's command line (what `ps -eo args` shows, read from /proc: a `ps` ten times a second was a
+    quarter of a core), sampled until stopped."""
 
     def __init__(self) -> None:
         self.seen: set[str] = set()
@@ -64,8 +67,7 @@ class CommandLines:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-            self.seen.update(listing.splitlines())
+            self.seen.update(filter(None, map(command_line, Path("/proc").glob("[0-9]*/cmdline"))))
             self.samples += 1
             time.sleep(0.1)
 
@@ -76,6 +78,14 @@ class CommandLines:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def command_line(path: Path) -> str:
+    """A process's arguments joined by spaces, as ps shows them; empty when it has ended meanwhile."""
+    try:
+        return path.read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def prefect_log_messages(prefect_api: str) -> str:
@@ -104,7 +114,7 @@ def test_no_secret_reaches_a_command_line_or_a_log(cluster: list[str], tracking_
     workspace = make_workspace(tmp_path / "workspace")
     env = workspace_env(workspace, PREFECT_API_URL=prefect_api, AWS_SECRET_ACCESS_KEY=AWS_SECRET,
                         MLFLOW_TRACKING_URI=tracking_server)
-    overrides = ["train.hosts=h1:1,h2:1", "train.np=2", "train.epochs=3", *backend]
+    overrides = [f"train.hosts={H1}:1,{H2}:1", "train.np=2", "train.epochs=3", *backend]
     with CommandLines() as command_lines:
         done = run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]],
                    workspace, env)
@@ -113,7 +123,7 @@ def test_no_secret_reaches_a_command_line_or_a_log(cluster: list[str], tracking_
     run_id = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
     from mlflow.tracking import MlflowClient
     history = MlflowClient(tracking_server).get_metric_history(run_id, "loss")
-    assert len({metric.step for metric in history}) == 3  # rank 0 on h1 printed each epoch, the head logged it
+    assert len({metric.step for metric in history}) == 3  # rank 0 (first host) printed each epoch, the head logged it
     places = {"a command line": "\n".join(command_lines.seen), "the pipeline's output": done.stdout + done.stderr,
               "the Prefect log": prefect_log_messages(prefect_api),
               "the MLflow run": mlflow_run_text(tracking_server, run_id, tmp_path / "artifacts")}
@@ -150,7 +160,7 @@ def test_a_run_started_in_the_background_of_a_terminal_finishes(cluster: list[st
     reaches the shell (no ssh stopped by SIGTTIN, none reading the terminal)."""
     workspace = make_workspace(tmp_path / "workspace")
     env = workspace_env(workspace, PREFECT_API_URL=prefect_api, TERM="dumb")
-    args = "--set train.hosts=h1:1,h2:1 --set train.np=2 --set train.epochs=2 --set train.controller=gloo"
+    args = f"--set train.hosts={H1}:1,{H2}:1 --set train.np=2 --set train.epochs=2 --set train.controller=gloo"
     printed, exited = interactive_shell(f"make -C {ROOT} run ARGS='{args}' > {tmp_path / 'run.log'} 2>&1 &\n"
                                         "wait $!; echo EXIT=$?\necho typed-after-$((40 + 2))", env, 600)
     log = (tmp_path / "run.log").read_text()

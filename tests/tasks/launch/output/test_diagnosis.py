@@ -6,11 +6,12 @@ from tasks.launch.output.diagnosis import JobReport, RankOutput, horovodrun_line
 HOSTS = {"0": "h1", "1": "h2"}
 
 
-def explain(lines: list[str], oom_kills: int = 0, code: int = 1) -> tuple[str, bool]:
+def explain(lines: list[str], oom_kills: int = 0, code: int = 1,
+            oom_killed: frozenset[int] | None = None) -> tuple[str, bool]:
     output = RankOutput(HOSTS)
     for line in lines:
         output.add(line)
-    failure = output.failure(JobReport(code, None, True, oom_kills, 10.0))
+    failure = output.failure(JobReport(code, None, True, oom_kills, 10.0, oom_killed))
     return str(failure), failure.retryable
 
 
@@ -25,6 +26,16 @@ def test_a_kill_while_the_kernel_killed_for_memory_is_out_of_memory_and_final() 
     assert explain(lines, oom_kills=1) == (
         "rank 0 on h1 was killed by the out-of-memory killer (exit 137, SIGKILL): lower train.batch_size or "
         "input.image_size", False)
+
+
+def test_a_kill_while_the_kernel_killed_another_process_for_memory_is_a_kill() -> None:
+    """Another process ended by the out-of-memory killer during the job (a job beside it) makes a rank that was
+    sent SIGKILL no out-of-memory case, when the kernel log names the processes it ended."""
+    lines = ["[0]<stdout>:rank 0 of 2 on h1 pid 4321", "[1]<stdout>:rank 1 of 2 on h2 pid 4322",
+             "Process 1 exit with status code 137."]
+    assert explain(lines, oom_kills=1, oom_killed=frozenset({999})) == (
+        "rank 1 on h2 was killed by signal SIGKILL (exit 137)", True)
+    assert explain(lines, oom_kills=1, oom_killed=frozenset({4322}))[1] is False
 
 
 def test_an_exception_in_a_rank_is_quoted_and_not_retried_unless_it_is_the_network() -> None:

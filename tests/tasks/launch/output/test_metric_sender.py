@@ -19,10 +19,12 @@ class FlakyServer:
         self.received: list[tuple[int, dict[str, float]]] = []
         self.stamps: list[int] = []
         self.refused = 0
+        self.tried = threading.Event()  # set at the first refusal
 
     def send(self, epoch: int, metrics: dict[str, float], stamp: int) -> None:
         if not self.up.is_set():
             self.refused += 1
+            self.tried.set()
             raise ConnectionError("Connection refused")
         self.received.append((epoch, metrics))
         self.stamps.append(stamp)
@@ -34,6 +36,7 @@ def test_epochs_wait_for_the_server_in_order_and_training_does_not(tmp_path: Pat
     for epoch in range(3):
         log(epoch, {"loss": 1.0 / (epoch + 1)})  # returns at once though nothing is taken
     assert server.received == [] and len(read_spool(tmp_path / "spool.jsonl")) == 3
+    server.tried.wait(timeout=60)  # the sender has met the server down (on a busy machine it starts late)
     server.up.set()
     assert log.close() == 0
     assert server.received == [(0, {"loss": 1.0}), (1, {"loss": 0.5}), (2, {"loss": 1 / 3})]

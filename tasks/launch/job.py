@@ -30,7 +30,7 @@ from trainer.config import JobSpec
 from trainer.model_io import read_train_summary
 from trainer.protocol import parse_placed
 
-PORT_ATTEMPTS = 3  # launches of a job whose server found its port taken at the start
+LAUNCH_ATTEMPTS = 3  # launches of a job that failed at its start (a port taken, the launcher's connection lost)
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,11 @@ def noting_scheduler_jobs(run_id: str | None, on_line: Callable[[str], None]) ->
 
 def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
            on_line: Callable[[str], None]) -> None:
-    """Plan the job's processes and run them; when a server's port was taken on its host between the pick and its
-    start, plan again with new ports (up to PORT_ATTEMPTS launches: nothing has trained yet)."""
+    """Plan the job's processes and run them; when it failed at its start (a server's port taken on its host between
+    the pick and its start, the launcher's own connection lost before any rank spoke), plan again with new ports (up
+    to LAUNCH_ATTEMPTS launches: nothing has trained yet)."""
     shared = not check.unshared_hosts  # rank 0 writes the metric spool here itself, before it prints each epoch
-    for attempt in range(1, PORT_ATTEMPTS + 1):
+    for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         ports = pick_ports(port_hosts(params))  # on the host that listens on each
         env = rank_environment(spool_metrics=shared)
         processes = launch_plan(params, check.controller, config_file, env, ports)
@@ -113,9 +114,9 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
             run_job(processes, params, job, config_file, check, relay)
             return
         except RankFailed as failure:
-            if not failure.port_taken or attempt == PORT_ATTEMPTS:
+            if not failure.launch_again or attempt == LAUNCH_ATTEMPTS:
                 raise
-            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {PORT_ATTEMPTS})")
+            on_line(f"{failure}; launching again with new ports ({attempt + 1} of {LAUNCH_ATTEMPTS})")
         finally:
             relay.close()
 

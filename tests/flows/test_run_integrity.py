@@ -77,7 +77,7 @@ def test_two_successive_runs_both_train_every_epoch(repo: Path, prefect_api: str
         mlflow_run = mlflow_client(repo).get_run(run_id)
         assert mlflow_run.info.status == "FINISHED"
         dvc_record = mlflow_run.data.tags["ringflow.dvc_record"]
-        assert dvc_record == "dvc.lock left alone: train.epochs differ from params.yaml"
+        assert dvc_record == "dvc.lock left alone: train.np, train.epochs differ from params.yaml"
     published = json.loads((repo / "outputs" / "published.json").read_text())
     assert {item["run_id"] for item in published.values()} == {run_ids[1]}
     assert json.loads((repo / "outputs" / "model" / "run.json").read_text())["run_id"] == run_ids[1]

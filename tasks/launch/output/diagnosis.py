@@ -112,12 +112,15 @@ def signal_of(code: int) -> int | None:
 class RankFailed(RuntimeError):
     """A rank (or the launcher) failed; the message names the rank, its host and the likely cause.
     `retryable`: whether running the job again may pass; `port_taken`: it failed at the start, on a port that was
-    taken on its host after the launcher picked it (launching again with new ports is the cure)."""
+    taken on its host after the launcher picked it (launching again with new ports is the cure); `launch_again`:
+    that, or the launcher lost a connection of its own before any rank started (Horovod's interface discovery
+    refused on a busy host): nothing has trained, and launching again is the cure."""
 
-    def __init__(self, message: str, retryable: bool, port_taken: bool = False) -> None:
+    def __init__(self, message: str, retryable: bool, port_taken: bool = False, unstarted: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.port_taken = port_taken
+        self.launch_again = port_taken or unstarted
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,9 @@ class RankOutput:
     def _launcher_failure(self, code: int) -> RankFailed:
         error = next((self.error_line(rank) for rank in self.tails if self.error_line(rank)), None)
         message = f"the launcher failed (exit {code}): {error or self._last_line()}"
-        return RankFailed(message, retryable=bool(error and TRANSIENT.search(error)))
+        transient = bool(error and TRANSIENT.search(error))
+        no_rank_spoke = all(rank == "launcher" for rank in self.tails)
+        return RankFailed(message, retryable=transient, unstarted=transient and no_rank_spoke)
 
     def _last_line(self) -> str:
         """The last line a process printed that is not TensorFlow's or absl's chatter."""

@@ -135,7 +135,7 @@ def test_a_port_taken_at_the_start_launches_the_job_again(tmp_path: Path, monkey
 
 def test_a_port_taken_every_time_fails_after_the_last_attempt(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job_module, "PORT_ATTEMPTS", 2)
+    monkeypatch.setattr(job_module, "LAUNCH_ATTEMPTS", 2)
     attempts = Attempts(port_taken(), port_taken(), port_taken())
     monkeypatch.setattr(job_module, "run_job", attempts)
     with pytest.raises(RankFailed, match="its port was taken"):

@@ -1,7 +1,15 @@
 """A failed job explained in one line from what horovodrun printed: rank, host, exit code or signal, cause."""
 from __future__ import annotations
 
-from tasks.launch.output.diagnosis import JobReport, RankOutput, horovodrun_line, is_heartbeat, tagged, untagged
+from tasks.launch.output.diagnosis import (
+    JobReport,
+    RankFailed,
+    RankOutput,
+    horovodrun_line,
+    is_heartbeat,
+    tagged,
+    untagged,
+)
 
 HOSTS = {"0": "h1", "1": "h2"}
 
@@ -36,6 +44,22 @@ def test_a_kill_while_the_kernel_killed_another_process_for_memory_is_a_kill() -
     assert explain(lines, oom_kills=1, oom_killed=frozenset({999})) == (
         "rank 1 on h2 was killed by signal SIGKILL (exit 137)", True)
     assert explain(lines, oom_kills=1, oom_killed=frozenset({4322}))[1] is False
+
+
+def test_the_launcher_refused_before_any_rank_spoke_is_launched_again_but_not_once_ranks_ran() -> None:
+    """Horovod's interface discovery (the launcher's services on each host) refused on a busy host: nothing has
+    trained, so the job is launched again; the same error once a rank has spoken is only retryable."""
+    def failure(lines: list[str]) -> RankFailed:
+        output = RankOutput(HOSTS)
+        for line in lines:
+            output.add(line)
+        return output.failure(JobReport(1, None, True, 0, 10.0))
+    refused = "ConnectionRefusedError: [Errno 111] Connection refused"
+    alone = failure(["Traceback (most recent call last):", refused])
+    assert str(alone) == f"the launcher failed (exit 1): {refused}" and alone.launch_again and alone.retryable
+    after_ranks = failure(["[0]<stdout>:rank 0 of 2 on h1 pid 17", refused])
+    assert after_ranks.retryable and not after_ranks.launch_again
+    assert not failure(["ValueError: no such option"]).launch_again
 
 
 def test_an_exception_in_a_rank_is_quoted_and_not_retried_unless_it_is_the_network() -> None:

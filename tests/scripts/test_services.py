@@ -34,6 +34,34 @@ def pipeline(services: Services, workspace: Path, *overrides: str) -> subprocess
                workspace, services.user_env(workspace))
 
 
+def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_without_credentials(
+        services: Services) -> None:
+    """Started by root, MLflow and Prefect (with every process they started) run as the service user, the worker as
+    the user who started them; every local user reaches 127.0.0.1, so neither server answers without credentials.
+    (First in the module: the start of the services it looks at is this test's setup, not a pipeline test's.)"""
+    assert os.getuid() == 0  # (the suite runs as root, as CI does)
+    users = {path.stem: group_users(int(path.read_text().split()[0])) for path in (services.home / "run").glob("*.pid")
+             if path.stem != "services"}
+    assert users == {"mlflow": {"ringflow-services"}, "prefect": {"ringflow-services"}, "worker": {"root"}}
+    mlflow_uri, prefect_api = services.client["MLFLOW_TRACKING_URI"], services.client["PREFECT_API_URL"]
+    assert mlflow_uri.startswith("http://127.0.0.1:") and prefect_api.startswith("http://127.0.0.1:")
+    search = f"{mlflow_uri}/api/2.0/mlflow/experiments/search"
+    assert requests.post(search, json={"max_results": 1}, timeout=30).status_code == 401
+    assert "experiments" in services.mlflow("experiments/search", {"max_results": 1})
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, timeout=30).status_code == 401
+    user, password = services.client["PREFECT_API_AUTH_STRING"].split(":", 1)
+    assert requests.post(f"{prefect_api}/flows/filter", json={}, auth=(user, password), timeout=30).ok
+    # what the servers keep is theirs alone
+    for name in ("prefect", "mlflow-artifacts", "pgpass", "mlflow-auth.ini"):
+        assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name
+    # a worker checks the password once in a while, not at each of a run's few hundred requests (0.1-0.4 s of CPU each)
+    assert auth_cache_seconds(services.home / "mlflow-auth.ini") >= 60
+    # and MLflow runs no job runner (huey consumers) that ringflow would never ask
+    commands = group_commands(int((services.home / "run" / "mlflow.pid").read_text().split()[0]))
+    assert [command for command in commands if " server " in command]
+    assert not [command for command in commands if "huey" in command]
+
+
 def test_two_users_share_one_experiment_registry_and_gate(services: Services, tmp_path: Path) -> None:
     users = {name: make_workspace(tmp_path / name) for name in ("ada", "grace")}
     run_ids = {}
@@ -200,33 +228,6 @@ def test_ctrl_c_stops_every_service_and_a_second_start_finds_the_data(services: 
         assert stat_mode(services.home / private) == 0o600, private  # made private again by the start
     for folder in ("logs", "run", "mlflow-artifacts"):
         assert stat_mode(services.home / folder) == 0o700, folder
-
-
-def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_without_credentials(
-        services: Services) -> None:
-    """Started by root, MLflow and Prefect (with every process they started) run as the service user, the worker as
-    the user who started them; every local user reaches 127.0.0.1, so neither server answers without credentials."""
-    assert os.getuid() == 0  # (the suite runs as root, as CI does)
-    users = {path.stem: group_users(int(path.read_text().split()[0])) for path in (services.home / "run").glob("*.pid")
-             if path.stem != "services"}
-    assert users == {"mlflow": {"ringflow-services"}, "prefect": {"ringflow-services"}, "worker": {"root"}}
-    mlflow_uri, prefect_api = services.client["MLFLOW_TRACKING_URI"], services.client["PREFECT_API_URL"]
-    assert mlflow_uri.startswith("http://127.0.0.1:") and prefect_api.startswith("http://127.0.0.1:")
-    search = f"{mlflow_uri}/api/2.0/mlflow/experiments/search"
-    assert requests.post(search, json={"max_results": 1}, timeout=30).status_code == 401
-    assert "experiments" in services.mlflow("experiments/search", {"max_results": 1})
-    assert requests.post(f"{prefect_api}/flows/filter", json={}, timeout=30).status_code == 401
-    user, password = services.client["PREFECT_API_AUTH_STRING"].split(":", 1)
-    assert requests.post(f"{prefect_api}/flows/filter", json={}, auth=(user, password), timeout=30).ok
-    # what the servers keep is theirs alone
-    for name in ("prefect", "mlflow-artifacts", "pgpass", "mlflow-auth.ini"):
-        assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name
-    # a worker checks the password once in a while, not at each of a run's few hundred requests (0.1-0.4 s of CPU each)
-    assert auth_cache_seconds(services.home / "mlflow-auth.ini") >= 60
-    # and MLflow runs no job runner (huey consumers) that ringflow would never ask
-    commands = group_commands(int((services.home / "run" / "mlflow.pid").read_text().split()[0]))
-    assert [command for command in commands if " server " in command]
-    assert not [command for command in commands if "huey" in command]
 
 
 def auth_cache_seconds(config: Path) -> int:

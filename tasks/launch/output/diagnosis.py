@@ -31,6 +31,9 @@ GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms")  # a rank gave up 
 STALL_MISSING = re.compile(r"^\s*(?P<rank>\d+): \[")  # Horovod's stall inspector: "Missing ranks:" then "1: [...]"
 TRANSIENT = re.compile(r"gloo|connection (reset|refused|closed)|broken pipe|ssh|socket|timed? ?out|unavailable",
                        re.IGNORECASE)
+# a connection refused or dropped at once (not a timeout: launching again would wait as long again)
+CONNECTION_LOST = re.compile(r"connection (reset|refused|closed)|Connection(Refused|Reset)Error|broken pipe",
+                             re.IGNORECASE)
 # a server's port was taken between the launcher's pick and the server's start (TensorFlow's gRPC server's words)
 PORT_TAKEN = re.compile(r"Could not start gRPC server|Address already in use")
 # srun's account of a task that ended badly (`srun: error: h2: task 1: Exited with exit code 3`, `... task 0: Killed`)
@@ -285,9 +288,9 @@ class RankOutput:
     def _launcher_failure(self, code: int) -> RankFailed:
         error = next((self.error_line(rank) for rank in self.tails if self.error_line(rank)), None)
         message = f"the launcher failed (exit {code}): {error or self._last_line()}"
-        transient = bool(error and TRANSIENT.search(error))
         no_rank_spoke = all(rank == "launcher" for rank in self.tails)
-        return RankFailed(message, retryable=transient, unstarted=transient and no_rank_spoke)
+        return RankFailed(message, retryable=bool(error and TRANSIENT.search(error)),
+                          unstarted=bool(error and CONNECTION_LOST.search(error)) and no_rank_spoke)
 
     def _last_line(self) -> str:
         """The last line a process printed that is not TensorFlow's or absl's chatter."""

@@ -60,6 +60,8 @@ def test_the_launcher_refused_before_any_rank_spoke_is_launched_again_but_not_on
     after_ranks = failure(["[0]<stdout>:rank 0 of 2 on h1 pid 17", refused])
     assert after_ranks.retryable and not after_ranks.launch_again
     assert not failure(["ValueError: no such option"]).launch_again
+    timed_out = failure(["RuntimeError: Timed out waiting for the tasks to start"])  # as long again: not launched
+    assert timed_out.retryable and not timed_out.launch_again
 
 
 def test_an_exception_in_a_rank_is_quoted_and_not_retried_unless_it_is_the_network() -> None:

@@ -146,6 +146,20 @@ init_database_cluster() {
 
 psql_run() { PGPASSFILE=$SH/pgpass "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U "$DB_ROLE" -v ON_ERROR_STOP=1 -tAq "$@"; }
 
+refuse_taken_ports() {  # another server on a port would answer the health checks in its place (make run leaves
+  # the checkout's local Prefect server on 4200)
+  local -A ports=([MLFLOW_PORT]=$MLFLOW_PORT [PREFECT_PORT]=$PREFECT_PORT [POSTGRES_PORT]=$PG_PORT)
+  local name
+  for name in MLFLOW_PORT PREFECT_PORT POSTGRES_PORT; do
+    "$BIN/python" -c 'import socket, sys
+with socket.socket() as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    probe.bind((sys.argv[1], int(sys.argv[2])))' "$HOST" "${ports[$name]}" 2> /dev/null \
+      || fail "port ${ports[$name]} ($name) is taken on $HOST: $name=N make services takes another (make stop stops" \
+              "this checkout's local Prefect server)"
+  done
+}
+
 refuse_second_start() {
   if as_db_user "$PG_BIN/pg_ctl" status -D "$PGDATA" > /dev/null 2>&1; then
     fail "the services of $SH are running already: make services-down stops them"
@@ -357,6 +371,7 @@ up() {
   service_files
   init_database_cluster
   refuse_second_start
+  refuse_taken_ports
   trap 'stop_and_exit $?' EXIT  # a server died (or up failed)
   trap 'stop_and_exit 130' INT  # Ctrl-C
   trap 'stop_and_exit 0' TERM   # make services-down

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -16,7 +17,7 @@ from typing import Iterator
 import pytest
 import requests
 
-from tests.helpers import BIN, ROOT, api_call, make_workspace, quiet_env, run, workspace_env
+from tests.helpers import BIN, ROOT, api_call, free_port, make_workspace, quiet_env, run, workspace_env
 from tests.scripts.services import RUN_ID, Services, started_services
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, whole pipelines
@@ -291,6 +292,26 @@ def test_down_signals_no_process_that_is_not_its_own(tmp_path: Path) -> None:
         bystander.kill()
         bystander.wait()
         subprocess.run(["kill", "-KILL", str(ours)], capture_output=True)
+
+
+def test_a_taken_port_is_one_line_before_any_server_starts() -> None:
+    """Another server on the Prefect port (`make run` leaves the checkout's local one on 4200) would answer the
+    services' health check in their Prefect's place: `up` refuses the port in one last line and starts nothing."""
+    from tests.scripts.services import services_home
+    home = services_home()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(port),
+                        POSTGRES_PORT=str(free_port()))
+        try:
+            done = subprocess.run(["bash", "scripts/services.sh", "up"], cwd=ROOT, capture_output=True, text=True,
+                                  env=env, timeout=300)
+        finally:
+            subprocess.run(["rm", "-rf", str(home)], check=False)
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == (
+        f"error: port {port} (PREFECT_PORT) is taken on 127.0.0.1: PREFECT_PORT=N make services takes another (make "
+        "stop stops this checkout's local Prefect server)"), done.stdout[-2000:] + done.stderr[-2000:]
+    assert "stop: Ctrl-C here" not in done.stdout
 
 
 def stat_mode(path: Path) -> int:

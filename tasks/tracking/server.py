@@ -4,6 +4,7 @@ the command line checks it in milliseconds."""
 from __future__ import annotations
 
 import base64
+import math
 import os
 import urllib.error
 import urllib.parse
@@ -79,14 +80,21 @@ def check_tracking(configured: str | None, experiment: str) -> str | None:
     return f"{where_from(uri, configured)}: {problem}" if problem else None
 
 
-def retries_for(seconds: float) -> int:
-    """How many retries MLflow's client (urllib3: no wait before the first, then 4, 8, 16, ... s, at most 120 s, with
-    its backoff factor 2) makes to keep trying for `seconds`."""
-    waited, retries = 0.0, 0
-    while waited < seconds:
-        retries += 1
-        waited += 0 if retries == 1 else min(2.0 * 2 ** (retries - 1), 120.0)
-    return retries
+RETRY_PAUSE_SECONDS = 2.0  # the mean pause between the MLflow client's tries of a server that does not answer
+RETRY_VARIABLES = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+                   "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER")  # the client's retries, as a user may set them
+
+
+def retry_settings(seconds: float) -> dict[str, str]:
+    """The MLflow client's settings that keep trying a server that does not answer for about `seconds`, a pause
+    of 0 to 4 s between tries (2 on average): a server back after a restart is used again within seconds. MLflow's
+    own backoff (urllib3's, factor 2: 4, 8, 16, ... s, at most 120, at most 10 retries) would leave a run idle for
+    as long again as the server was away."""
+    retries = max(1, math.ceil(seconds / RETRY_PAUSE_SECONDS))
+    return {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(retries),
+            "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": str(max(retries, 10)),  # MLflow's limit on the retries
+            "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0",  # no exponential part: the pause is the jitter alone
+            "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": str(2 * RETRY_PAUSE_SECONDS)}
 
 
 CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
@@ -115,14 +123,15 @@ def credentials_kept_for(uri: str, environ: dict[str, str] | os._Environ) -> str
 
 
 def use_tracking(tracking: TrackingParams, warn: Callable[[str], None] = print) -> None:
-    """This process (and what it starts) tracks where the run's params say, retrying a server that does not answer
-    for tracking.retry_minutes (unless MLFLOW_HTTP_REQUEST_MAX_RETRIES says otherwise); a server that cannot be used
-    stops it here, in one line, before anything starts. Credentials are sent only to their own server."""
+    """This process (and what it starts) tracks where the run's params say, trying a server that does not answer
+    every 2 s or so for tracking.retry_minutes (unless the environment sets the client's retries: RETRY_VARIABLES);
+    a server that cannot be used stops it here, in one line, before anything starts. Credentials are sent only to
+    their own server."""
     if tracking.uri and (said := credentials_kept_for(tracking.uri, os.environ)):
         warn(f"warning: {said}")
     use_tracking_uri(tracking.uri)
-    if is_server(tracking_uri()):
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(retries_for(tracking.retry_minutes * 60)))
+    if is_server(tracking_uri()) and not any(name in os.environ for name in RETRY_VARIABLES):
+        os.environ.update(retry_settings(tracking.retry_minutes * 60))
     if problem := check_tracking(tracking.uri, tracking.experiment):
         raise ParamsError(problem)
 

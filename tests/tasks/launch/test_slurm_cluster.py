@@ -158,18 +158,34 @@ def test_slurms_notice_stops_the_ranks_after_their_checkpoint_and_the_job_resume
     assert "stopping on SIGUSR1" in text and "stopped on Slurm's notice" in text, text[-3000:]
     assert "requeued (restart 1)" in text and resumed_epochs(text)[0] >= 3, text[-3000:]
 
+class TimeLimitCut:
+    """Collects the job's lines; once an epoch is checkpointed, cuts the job's time limit to none left, as an
+    operator's `scontrol update TimeLimit` does: slurmctld ends it TIMEOUT at its next look at the limits (every
+    30 s), not after the minute of Slurm's shortest limit."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.cut = False
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        if not self.cut and re.search(r"epoch 2: ", line):
+            self.cut = True
+            job_id = JOB_ID.search("\n".join(self.lines))[1]  # type: ignore[index]
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=0"], check=True)
+
 def test_a_time_limit_shorter_than_the_training_times_out_then_the_retry_resumes(cluster: list[str],
                                                                                   digits_data: Path,
                                                                                   tmp_path: Path) -> None:
-    lines: list[str] = []
-    # one node: the limit is the job's whatever its size, and its ranks compute until it (a minute at least)
-    short = slurm_params(100_000, time_limit="00:01:00", notice_seconds=0, nodes=1)
+    limit = TimeLimitCut()
+    # one node: the limit is the job's whatever its size, and its ranks compute until it
+    long = slurm_params(100_000, time_limit="00:10:00", notice_seconds=0, nodes=1)
     with pytest.raises(RankFailed) as failure:
-        train(short, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, lines.append)
+        train(long, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, limit)
     assert "ended TIMEOUT" in str(failure.value) and failure.value.retryable, str(failure.value)
-    epochs_done = max(int(found) for found in re.findall(r"epoch (\d+): ", "\n".join(lines)))
-    lines.clear()
-    train(slurm_params(epochs_done + 3, nodes=1), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
+    epochs_done = max(int(found) for found in re.findall(r"epoch (\d+): ", "\n".join(limit.lines)))
+    lines: list[str] = []
+    train(slurm_params(epochs_done + 2, nodes=1), digits_data, tmp_path / "model", tmp_path / "checkpoints", None,
           lines.append)
     assert resumed_epochs("\n".join(lines))[0] >= epochs_done - 1  # at most the epoch in progress was lost
 

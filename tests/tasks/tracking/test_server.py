@@ -14,7 +14,7 @@ from tasks.tracking.server import (
     check_tracking,
     credentials_header,
     credentials_kept_for,
-    retries_for,
+    retry_settings,
     use_tracking,
     without_credentials,
 )
@@ -112,8 +112,13 @@ def test_a_bad_tracking_uri_is_refused(uri: str, problem: str) -> None:
     assert TrackingParams(uri="http://host:5000/").uri == "http://host:5000"
 
 
-def test_the_retry_budget_covers_tracking_retry_minutes() -> None:
-    assert [retries_for(seconds) for seconds in (0, 4, 30, 300, 600)] == [0, 2, 5, 8, 10]
+def test_the_client_tries_a_server_that_is_away_every_few_seconds_for_tracking_retry_minutes() -> None:
+    settings = retry_settings(300)
+    pause = float(settings["MLFLOW_HTTP_REQUEST_BACKOFF_JITTER"])  # the most between two tries (no exponential part)
+    assert settings["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "0" and pause <= 4
+    assert int(settings["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]) * pause / 2 >= 300  # on average, 5 minutes of tries
+    assert int(settings["_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT"]) >= int(settings["MLFLOW_HTTP_REQUEST_MAX_RETRIES"])
+    assert retry_settings(1)["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "1"
 
 
 def test_credentials_go_only_to_the_server_they_were_issued_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,27 +6,21 @@ Multi-process ones read their cluster from TF_CONFIG (the launching task writes 
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
-from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import tensorflow as tf
 
-from trainer import session
+from trainer import loop, session
 from trainer.backends import data_service
 from trainer.backends.registry import backend_spec
 from trainer.backends.task_devices import COMPUTING, pin_task_gpu
-from trainer.callbacks import CheckpointEveryEpoch
-from trainer.checkpoint_files import check_epochs_left, saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count, service_dataset
 from trainer.models import build_model
-from trainer.protocol import resumed_line
 
 
 def local_devices(count: int) -> list[str]:
@@ -140,44 +134,38 @@ def validation_args(config: TrainerConfig, run: session.Plan) -> dict:
             "validation_steps": math.ceil(records / run.global_batch)}  # needed with steps_per_execution > 1
 
 
-@contextlib.contextmanager
-def worker_scratch(lead: bool) -> Iterator[Path | None]:
-    """Where a worker other than the lead writes what every worker must write (its checkpoints, its copy of the
-    model), removed when it is done; None for the lead, which writes the job's own places."""
-    if lead:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="ringflow-worker-") as scratch:
-        yield Path(scratch)
+class Distribute(loop.Backend):
+    """Keras fit under the backend's strategy; every process checkpoints and saves (the collectives need all of
+    them), the lead's copies are kept and the lead reports."""
+    every_process_saves = True
+
+    def start(self, config: TrainerConfig) -> None:
+        self.strategy = make_strategy(config)
+        self.task_type, self.task_index = task_of_this_process()
+        tf.keras.utils.set_random_seed(config.train.seed + self.task_index)
+
+    def lead(self) -> bool:
+        return is_lead(self.strategy)
+
+    def who(self) -> str:
+        return f"task={self.task_type}:{self.task_index}"
+
+    def plan(self, config: TrainerConfig) -> session.Plan:
+        return strategy_plan(config, self.strategy)
+
+    def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
+        model = compiled_model(config, run, self.strategy)
+        return model, model.optimizer
+
+    def agree(self, epochs_done: int) -> int:
+        return agreed_start(self.strategy, epochs_done)
+
+    def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
+               started: int) -> loop.History:
+        inputs = {"x": train_input(config, run), "steps_per_epoch": run.steps_per_epoch,
+                  **validation_args(config, run)}
+        return loop.fit_epochs(config, run, self, model, checkpoints, started, inputs)
 
 
 def train(config: TrainerConfig) -> None:
-    """Train under the configured strategy; the lead process checkpoints and saves the model."""
-    train_params, job = config.train, config.job
-    session.set_precision(config)
-    strategy = make_strategy(config)
-    task_type, task_index = task_of_this_process()
-    tf.keras.utils.set_random_seed(train_params.seed + task_index)
-    run = strategy_plan(config, strategy)
-    model = compiled_model(config, run, strategy)
-    lead = is_lead(strategy)
-    with worker_scratch(lead) as scratch:
-        checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
-                                  job.checkpoint_owner, save_dir=scratch and scratch / "checkpoints")
-        # agreed before anyone restores (a restore on some workers only would mismatch the collectives); then every
-        # process restores and the lead keeps
-        started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))
-        checkpoints.restore_latest()
-        check_epochs_left(started, train_params.epochs)
-        if started and lead:
-            print(resumed_line(started), flush=True)
-        # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
-        callbacks = (session.reporting_callbacks(config, run) if lead else []) + [CheckpointEveryEpoch(checkpoints)]
-        session.hold_training_input(model)
-        history = model.fit(train_input(config, run), epochs=train_params.epochs, initial_epoch=started,
-                            steps_per_epoch=run.steps_per_epoch, verbose=0, callbacks=callbacks,
-                            **validation_args(config, run))
-        session.print_weights_digest(model, f"task={task_type}:{task_index}")
-        # every worker saves (the collectives need all of them); only the lead's copy is kept
-        session.save_results(config, model, run, history.history, scratch / "model" if scratch else job.out_dir,
-                             started)
+    loop.train(config, Distribute())

@@ -10,22 +10,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer import session
-from trainer.backends.distribute import (
-    agreed_start,
-    is_lead,
-    make_strategy,
-    strategy_plan,
-    task_of_this_process,
-    train_input,
-    worker_scratch,
-)
-from trainer.checkpoint_files import check_epochs_left, saved_epochs
+from trainer import loop, session
+from trainer.backends.distribute import Distribute, train_input
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset
 from trainer.models import build_model
-from trainer.protocol import resumed_line
 from trainer.schedule import current_rate
 
 SUMS = ("loss", "correct", "seen")
@@ -70,12 +60,12 @@ class StrategyTapeLoop:
         return {"loss": loss / seen, "accuracy": correct / seen}
 
 
-def validation(loop: StrategyTapeLoop, data: Any) -> dict[str, float]:
+def validation(tape: StrategyTapeLoop, data: Any) -> dict[str, float]:
     """Loss and accuracy on the whole validation split, in this process (no collective: any worker may run it)."""
     loss_fn = session.loss_function("none")
     loss = correct = seen = 0.0
     for images, labels in data:
-        probabilities = loop.model(images, training=False)
+        probabilities = tape.model(images, training=False)
         loss += float(tf.reduce_sum(loss_fn(labels, probabilities)))
         correct += float(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probabilities, -1, output_type=tf.int32), labels),
                                                tf.float32)))
@@ -83,57 +73,32 @@ def validation(loop: StrategyTapeLoop, data: Any) -> dict[str, float]:
     return {"val_loss": loss / seen, "val_accuracy": correct / seen}
 
 
-def run_epoch(loop: StrategyTapeLoop, batches: Any, val_data: Any, run: session.Plan) -> dict:
+def run_epoch(tape: StrategyTapeLoop, batches: Any, val_data: Any, run: session.Plan) -> dict:
     start = time.perf_counter()
     for _ in range(run.steps_per_epoch):
-        loop.train_step(batches)
+        tape.train_step(batches)
     train_seconds = time.perf_counter() - start
-    logs = loop.collect() | validation(loop, val_data)
+    logs = tape.collect() | validation(tape, val_data)
     return logs | {"images_per_sec": run.steps_per_epoch * run.global_batch / train_seconds,
-                   "epoch_time": time.perf_counter() - start, "learning_rate": current_rate(loop.optimizer)}
+                   "epoch_time": time.perf_counter() - start, "learning_rate": current_rate(tape.optimizer)}
 
 
-def train_epochs(config: TrainerConfig, loop: StrategyTapeLoop, run: session.Plan, checkpoints: Checkpoints,
-                 started: int, lead: bool) -> dict[str, list[float]]:
-    """The epochs from `started` on, each checkpointed; the lead reports each epoch's metrics before its
-    checkpoint (a resume never skips an unlogged epoch). Returns the history."""
-    from trainer.metrics_sink import metric_sink
-    batches = iter(loop.strategy.distribute_datasets_from_function(train_input(config, run)))
-    val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
-                            input_shape=run.input_shape)
-    sink = metric_sink(config.job) if lead else None
-    writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
-        if lead and config.train.tensorboard else None
-    history: dict[str, list[float]] = {}
-    for epoch in range(started, config.train.epochs):
-        logs = run_epoch(loop, batches, val_data, run)
-        for key, value in logs.items():
-            history.setdefault(key, []).append(float(value))
-        if lead:
-            session.report_epoch(epoch, logs, sink, writer)
-        checkpoints.save(epoch + 1)
-    return history
+class DistributeTape(Distribute):
+    """The custom loop under the backend's strategy; every process checkpoints (the lead's are kept), the lead
+    reports and its model is kept."""
+
+    def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
+        self.tape = StrategyTapeLoop(config, run, self.strategy)
+        return self.tape.model, self.tape.optimizer
+
+    def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
+               started: int) -> loop.History:
+        batches = iter(self.strategy.distribute_datasets_from_function(train_input(config, run)))
+        val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
+                                input_shape=run.input_shape)
+        return loop.step_epochs(config, self, checkpoints, started,
+                                lambda epoch: run_epoch(self.tape, batches, val_data, run))
 
 
 def train(config: TrainerConfig) -> None:
-    """Train with the custom loop; every process checkpoints (the lead keeps them) and the lead saves the model."""
-    job = config.job
-    session.set_precision(config)
-    strategy = make_strategy(config)
-    task_type, task_index = task_of_this_process()
-    tf.keras.utils.set_random_seed(config.train.seed + task_index)
-    run = strategy_plan(config, strategy)
-    loop = StrategyTapeLoop(config, run, strategy)
-    lead = is_lead(strategy)
-    with worker_scratch(lead) as scratch:
-        checkpoints = Checkpoints(job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
-                                  job.checkpoint_owner, save_dir=scratch and scratch / "checkpoints")
-        started = agreed_start(strategy, saved_epochs(job.checkpoint_dir))  # agreed before anyone restores
-        checkpoints.restore_latest()
-        check_epochs_left(started, config.train.epochs)
-        if started and lead:
-            print(resumed_line(started), flush=True)
-        history = train_epochs(config, loop, run, checkpoints, started, lead)
-        session.print_weights_digest(loop.model, f"task={task_type}:{task_index}")
-        session.save_results(config, loop.model, run, history, scratch / "model" if scratch else job.out_dir,
-                             started)
+    loop.train(config, DistributeTape())

@@ -1,4 +1,5 @@
-"""Horovod set-up shared by the `horovod` (fit) and `horovod-tape` backends."""
+"""What the Horovod backends (`horovod` with Keras fit, elastic or not, and `horovod-tape`) answer alike: joining
+the ranks, who leads, the plan of one replica per rank, the agreed resume."""
 from __future__ import annotations
 
 import os
@@ -7,11 +8,11 @@ import socket
 import horovod.tensorflow as hvd_tf
 import tensorflow as tf
 
+from trainer import session
 from trainer.backends.horovod_keras import hvd
-from trainer.checkpoint_files import check_epochs_left
-from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.protocol import placed_line, resumed_line
+from trainer.loop import Backend
+from trainer.protocol import placed_line
 
 
 def own_gpu(local_rank: int, visible: int) -> int:
@@ -45,15 +46,24 @@ def compression(config: TrainerConfig) -> type:
     return hvd.Compression.fp16 if config.train.fp16_allreduce else hvd.Compression.none
 
 
-def resume(config: TrainerConfig, checkpoints: Checkpoints) -> int:
-    """Every rank restores the run's latest checkpoint (a directory all ranks see), so all hold the same optimizer
-    state for the first broadcast; rank 0's epoch count is the one all use."""
-    epochs_done = checkpoints.restore_latest()
-    epochs_done = hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
-    check_epochs_left(epochs_done, config.train.epochs)
-    if hvd.rank() == 0 and epochs_done:  # Horovod: rank 0 reports
-        print(resumed_line(epochs_done), flush=True)
-    return epochs_done
+class Horovod(Backend):
+    """The loop's answers every Horovod backend shares (trainer/loop.py)."""
+
+    def start(self, config: TrainerConfig) -> None:
+        start(config)
+
+    def lead(self) -> bool:
+        return hvd.rank() == 0  # Horovod: rank 0 reports and writes (of the current ring, when elastic)
+
+    def who(self) -> str:
+        return f"rank={hvd.rank()}"
+
+    def plan(self, config: TrainerConfig) -> session.Plan:
+        return session.plan(config, processes=hvd.size())  # Horovod: one replica and input pipeline per rank
+
+    def agree(self, epochs_done: int) -> int:
+        """Rank 0's count for every rank (all see the run's checkpoint directory)."""
+        return hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
 
 
 def average_over_ranks(values: tf.Tensor) -> tf.Tensor:

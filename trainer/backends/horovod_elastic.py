@@ -12,12 +12,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer import session
-from trainer.backends import horovod_common, horovod_fit
+from trainer import loop, session
+from trainer.backends import horovod_fit
 from trainer.backends.horovod_keras import hvd
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.protocol import elastic_start_line, resumed_line
+from trainer.protocol import elastic_start_line
 
 
 class RanksInLogs(tf.keras.callbacks.Callback):
@@ -57,35 +57,43 @@ def follow_size(model: tf.keras.Model, run: session.Plan) -> None:
 
 
 @hvd.elastic.run  # Horovod: run again from the last commit whenever the ranks change
-def fit_elastic(state: Any, config: TrainerConfig, checkpoints: Checkpoints) -> dict:
+def fit_elastic(state: Any, config: TrainerConfig, backend: loop.Backend, checkpoints: Checkpoints) -> dict:
     """Fit from the committed epoch to the last with the ranks there are now; returns every epoch's metrics."""
     rank, size = hvd.rank(), hvd.size()
     run = session.plan(config, processes=size)  # Horovod: the plan of the current size
     follow_size(state.model, run)
     if rank == 0:
         print(elastic_start_line(size, state.epoch + 1), flush=True)
-    callbacks = horovod_fit.callbacks(config, run, rank, size, checkpoints, broadcast=False)
-    callbacks.insert(1, RanksInLogs(size))  # after the metric averaging, before the reporting
-    state.model.fit(**horovod_fit.fit_inputs(config, run, rank, size), epochs=config.train.epochs,
-                    initial_epoch=state.epoch, verbose=0, callbacks=[*callbacks, CommitEveryEpoch(state)])
+    every_rank = [*horovod_fit.every_rank(run, rank, size, broadcast=False), RanksInLogs(size)]  # Horovod
+    loop.fit_epochs(config, run, backend, state.model, checkpoints, state.epoch,
+                    horovod_fit.fit_inputs(config, run, rank, size), before=every_rank,
+                    after=[CommitEveryEpoch(state)], hold_input=False)
     return state.history
 
 
+class HorovodElastic(horovod_fit.HorovodFit):
+    """Keras fit inside Horovod's elastic loop; whichever process is rank 0 at the end saves the model."""
+    must_train = False  # a rank that joins at the last commit syncs and ends with the others
+
+    def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
+        model, optimizer = super().build(config, run)
+        optimizer._create_all_weights(model.trainable_variables)  # Horovod: slots exist for the first sync
+        return model, optimizer
+
+    def agree(self, epochs_done: int) -> int:
+        return epochs_done  # Horovod: no collective here; the state sync gives every rank rank 0's epoch
+
+    def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
+               started: int) -> loop.History:
+        self.state = hvd.elastic.KerasState(model, epoch=started, started=started, history={})  # Horovod: synced
+        return fit_elastic(self.state, config, self, checkpoints)
+
+    def final_plan(self, config: TrainerConfig, run: session.Plan) -> session.Plan:
+        return session.plan(config, processes=hvd.size())  # Horovod: the last ring's
+
+    def resumed_from(self, started: int) -> int:
+        return int(self.state.started)  # Horovod: rank 0's, synced
+
+
 def train(config: TrainerConfig) -> None:
-    """Train elastically; whichever process is rank 0 at the end saves the model."""
-    horovod_common.start(config)
-    session.set_precision(config)
-    run = session.plan(config, processes=hvd.size())
-    model = horovod_fit.compiled_model(config, run)
-    model.optimizer._create_all_weights(model.trainable_variables)  # Horovod: slots exist for the first sync
-    checkpoints = Checkpoints(config.job.checkpoint_dir, model, model.optimizer, config.train.keep_checkpoints,
-                              config.job.checkpoint_owner)
-    started = checkpoints.restore_latest()  # no collective here: the sync gives every rank rank 0's epoch
-    if hvd.rank() == 0 and started:
-        print(resumed_line(started), flush=True)
-    state = hvd.elastic.KerasState(model, epoch=started, started=started, history={})  # Horovod: what is synced
-    history = fit_elastic(state, config, checkpoints)
-    session.print_weights_digest(model, f"rank={hvd.rank()}")  # Horovod: every rank, to compare
-    if hvd.rank() == 0:  # Horovod: the rank 0 of the last ring writes the result
-        final = session.plan(config, processes=hvd.size())
-        session.save_results(config, model, final, history, config.job.out_dir, state.started)
+    loop.train(config, HorovodElastic())

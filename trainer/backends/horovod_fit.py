@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import horovod.tensorflow as hvd_tf
 import tensorflow as tf
 
-from trainer import session
+from trainer import loop, session
 from trainer.backends import horovod_common
 from trainer.backends.horovod_keras import hvd
-from trainer.callbacks import CheckpointEveryEpoch, MetricAverage
+from trainer.callbacks import MetricAverage
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count
@@ -26,18 +27,12 @@ def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
     return model
 
 
-def callbacks(config: TrainerConfig, run: session.Plan, rank: int, size: int, checkpoints: Checkpoints,
-              broadcast: bool = True) -> list:
-    """Callbacks every rank runs, then rank 0's reporting and checkpointing (the epoch's metrics out before its
-    checkpoint: a resume never skips an unlogged epoch). broadcast: rank 0's weights to all at the first batch
-    (not in elastic mode, whose state sync does it)."""
+def every_rank(run: session.Plan, rank: int, size: int, broadcast: bool = True) -> list:
+    """The callbacks every rank runs before rank 0's reports: the averaging over ranks, and first the broadcast of
+    rank 0's weights at the first batch (not in elastic mode, whose state sync does it)."""
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
-    every_rank = [MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
-    if broadcast:
-        every_rank.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))  # Horovod: rank 0's weights
-    if rank != 0:  # Horovod: only rank 0 checkpoints and reports
-        return every_rank
-    return every_rank + session.reporting_callbacks(config, run) + [CheckpointEveryEpoch(checkpoints)]
+    averaging = [MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
+    return [hvd.callbacks.BroadcastGlobalVariablesCallback(0), *averaging] if broadcast else averaging  # Horovod
 
 
 def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> dict:
@@ -51,20 +46,20 @@ def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int) -
             "validation_steps": math.ceil(val_records / batch_size)}
 
 
+class HorovodFit(horovod_common.Horovod):
+    """Keras fit on every rank; rank 0 reports and checkpoints every epoch and saves the model."""
+
+    def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
+        model = compiled_model(config, run)
+        return model, model.optimizer
+
+    def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
+               started: int) -> loop.History:
+        rank, size = hvd.rank(), hvd.size()
+        hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
+        return loop.fit_epochs(config, run, self, model, checkpoints, started, fit_inputs(config, run, rank, size),
+                               before=every_rank(run, rank, size))
+
+
 def train(config: TrainerConfig) -> None:
-    """Train this rank's part; rank 0 saves checkpoints every epoch and the final model."""
-    train_params, job = config.train, config.job
-    rank, size = horovod_common.start(config)
-    session.set_precision(config)
-    run = session.plan(config, processes=size)  # Horovod: one replica and input pipeline per rank
-    model = compiled_model(config, run)
-    checkpoints = Checkpoints(job.checkpoint_dir, model, model.optimizer, train_params.keep_checkpoints,
-                              job.checkpoint_owner)
-    started = horovod_common.resume(config, checkpoints)
-    hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
-    session.hold_training_input(model)
-    history = model.fit(**fit_inputs(config, run, rank, size), epochs=train_params.epochs, initial_epoch=started,
-                        verbose=0, callbacks=callbacks(config, run, rank, size, checkpoints))
-    session.print_weights_digest(model, f"rank={rank}")  # Horovod: every rank, to compare
-    if rank == 0:  # Horovod: only rank 0 writes the result
-        session.save_results(config, model, run, history.history, job.out_dir, started)
+    loop.train(config, HorovodFit())

@@ -11,7 +11,7 @@ from typing import Any
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from trainer import session
+from trainer import loop, session
 from trainer.backends import horovod_common
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
@@ -68,21 +68,21 @@ class TapeLoop:
         return {f"{prefix}loss": totals[0] / totals[2], f"{prefix}accuracy": totals[1] / totals[2]}
 
 
-def run_epoch(loop: TapeLoop, train_batches: Any, val_data: Any, run: session.Plan, first: bool) -> dict:
+def run_epoch(tape: TapeLoop, train_batches: Any, val_data: Any, run: session.Plan, first: bool) -> dict:
     """One epoch of training and validation; returns the averaged metrics with throughput."""
     start = time.perf_counter()
     for step in range(run.steps_per_epoch):
-        loop.train_step(*next(train_batches))
+        tape.train_step(*next(train_batches))
         if first and step == 0:
-            hvd.broadcast_variables(loop.model.variables, root_rank=0)  # Horovod: after the first step
-            hvd.broadcast_variables(loop.optimizer.variables(), root_rank=0)  # Horovod: optimizer state too
+            hvd.broadcast_variables(tape.model.variables, root_rank=0)  # Horovod: after the first step
+            hvd.broadcast_variables(tape.optimizer.variables(), root_rank=0)  # Horovod: optimizer state too
     train_seconds = time.perf_counter() - start
-    logs = loop.collect("")
+    logs = tape.collect("")
     for images, labels in val_data:
-        loop.eval_step(images, labels)
-    logs.update(loop.collect("val_"))
+        tape.eval_step(images, labels)
+    logs.update(tape.collect("val_"))
     logs.update(images_per_sec=run.steps_per_epoch * run.global_batch / train_seconds,
-                epoch_time=time.perf_counter() - start, learning_rate=current_rate(loop.optimizer))
+                epoch_time=time.perf_counter() - start, learning_rate=current_rate(tape.optimizer))
     return logs
 
 
@@ -96,29 +96,19 @@ def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -
     return train_batches, val_data
 
 
+class HorovodTape(horovod_common.Horovod):
+    """The custom loop on every rank; rank 0 reports and checkpoints every epoch and saves the model."""
+
+    def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
+        self.tape = TapeLoop(config, run)
+        return self.tape.model, self.tape.optimizer
+
+    def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
+               started: int) -> loop.History:
+        train_batches, val_data = input_data(config, run, hvd.rank(), hvd.size())
+        return loop.step_epochs(config, self, checkpoints, started, lambda epoch: run_epoch(
+            self.tape, train_batches, val_data, run, first=epoch == started))
+
+
 def train(config: TrainerConfig) -> None:
-    """Train this rank's part with a custom loop; rank 0 checkpoints every epoch and saves the model."""
-    from trainer.metrics_sink import metric_sink
-    rank, size = horovod_common.start(config)
-    session.set_precision(config)
-    run = session.plan(config, processes=size)  # Horovod: one replica and input pipeline per rank
-    loop = TapeLoop(config, run)
-    checkpoints = Checkpoints(config.job.checkpoint_dir, loop.model, loop.optimizer, config.train.keep_checkpoints,
-                              config.job.checkpoint_owner)
-    started = horovod_common.resume(config, checkpoints)
-    train_batches, val_data = input_data(config, run, rank, size)
-    lead = rank == 0  # Horovod: rank 0 reports and writes
-    sink = metric_sink(config.job) if lead else None
-    writer = tf.summary.create_file_writer(str(session.tensorboard_dir(config))) \
-        if lead and config.train.tensorboard else None
-    history: dict[str, list[float]] = {}
-    for epoch in range(started, config.train.epochs):
-        logs = run_epoch(loop, train_batches, val_data, run, first=epoch == started)
-        for key, value in logs.items():
-            history.setdefault(key, []).append(float(value))
-        if lead:  # the epoch's metrics out before its checkpoint: a resume never skips an unlogged epoch
-            session.report_epoch(epoch, logs, sink, writer)
-            checkpoints.save(epoch + 1)
-    session.print_weights_digest(loop.model, f"rank={rank}")  # Horovod: every rank, to compare
-    if lead:
-        session.save_results(config, loop.model, run, history, config.job.out_dir, started)
+    loop.train(config, HorovodTape())

@@ -10,11 +10,12 @@ import tensorflow as tf
 from tests.trainer.backends.one_process import Trained
 from tests.trainer.configs import OWNER, trainer_config
 from trainer import session
-from trainer.backends.horovod_fit import callbacks
+from trainer.backends.horovod_fit import every_rank
 from trainer.backends.horovod_keras import hvd
 from trainer.callbacks import CheckpointEveryEpoch, EpochReport, MetricAverage, Throughput
 from trainer.checkpoint_files import saved_epochs
 from trainer.checkpoints import Checkpoints
+from trainer.loop import fit_callbacks
 from trainer.model_io import load_model, read_train_summary
 from trainer.models import build_model
 from trainer.prepared_data import read_manifest
@@ -50,7 +51,8 @@ def test_only_rank_0_reports_and_checkpoints_after_the_averaging_and_elastic_mod
                               1, OWNER)
     kinds = lambda made: [type(callback) for callback in made]  # noqa: E731
     broadcast = hvd.callbacks.BroadcastGlobalVariablesCallback
-    assert kinds(callbacks(config, run, 1, 2, checkpoints)) == [broadcast, MetricAverage]
-    assert kinds(callbacks(config, run, 0, 2, checkpoints)) == [
+    assert kinds(fit_callbacks(config, run, False, False, checkpoints, every_rank(run, 1, 2), [])) == [
+        broadcast, MetricAverage]
+    assert kinds(fit_callbacks(config, run, True, True, checkpoints, every_rank(run, 0, 2), [])) == [
         broadcast, MetricAverage, Throughput, EpochReport, tf.keras.callbacks.TensorBoard, CheckpointEveryEpoch]
-    assert kinds(callbacks(config, run, 0, 2, checkpoints, broadcast=False))[:2] == [MetricAverage, Throughput]
+    assert kinds(every_rank(run, 0, 2, broadcast=False)) == [MetricAverage]

@@ -105,35 +105,33 @@ def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, stat
     return run_id
 
 
-@task(name="train")
-def train_task(params: Params, run_id: str, check: LaunchCheck) -> str:
-    """The training job; a retry continues the same run from its last checkpoint. Export's fresh process starts
-    meanwhile (its TensorFlow import is then done when export asks it), and evaluate's charting library is imported
-    (while this thread waits on the ranks; at the start, it raced this thread's own imports of shared packages)."""
+def run_as_task(params: Params) -> steps.StepRunner:
+    """The flows' runner of a step inside the run: a Prefect task of the step's name, timed for the closing line;
+    a step whose failure may pass (training) is retried (pipeline.train_retries) from the run's last checkpoint."""
+    from prefect.cache_policies import NO_CACHE
+
+    def run_task(step: steps.RunStep, run: steps.RunContext) -> Any:
+        options: dict[str, Any] = {"name": step.name, "cache_policy": NO_CACHE}
+        if step.retried:
+            options |= {"retries": params.pipeline.train_retries, "retry_condition_fn": worth_retrying,
+                        "retry_delay_seconds": params.pipeline.retry_delay_seconds}
+        with CLOCK.step(step.name):
+            result = task(**options)(step.call)(run)
+        get_run_logger().info("%s: %s", step.name, step.shown(result))
+        return result
+    return run_task
+
+
+def start_ahead() -> None:
+    """While the training runs: export's fresh process starts (its TensorFlow import is then done when export asks
+    it), and evaluate's charting library is imported (while this thread waits on the ranks; at the start, it
+    raced this thread's own imports of shared packages)."""
     import threading
 
     from tasks.outputs.charts import pyplot
     from tasks.outputs.export import start_fresh_process_ahead
     start_fresh_process_ahead()
     threading.Thread(target=pyplot, name="import-charts", daemon=True).start()
-    return str(steps.train_step(params, run_id, check, on_line=log_line))
-
-
-@task(name="evaluate")
-def evaluate_task(run_id: str) -> dict[str, float]:
-    return steps.evaluate_step(run_id)
-
-
-@task(name="export")
-def export_task(run_id: str) -> str:
-    return str(steps.export_step(run_id))
-
-
-@task(name="register")
-def register_task(run_id: str, params: Params) -> str:
-    decision = steps.register_step(run_id, params)
-    get_run_logger().info(decision.sentence())
-    return decision.sentence()
 
 
 @task(name="publish")
@@ -153,30 +151,17 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not interrupted() and not is_bad_input(error) and getattr(error, "retryable", True)
 
 
-def run_steps(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
-    """The steps inside the run, in the order steps.RUN_STEPS gives; train with retries. Each step's result."""
-    retrying = train_task.with_options(retries=params.pipeline.train_retries,
-                                       retry_delay_seconds=params.pipeline.retry_delay_seconds,
-                                       retry_condition_fn=worth_retrying)
-    calls = {"train": lambda: retrying(params, run_id, check), "evaluate": lambda: evaluate_task(run_id),
-             "export": lambda: export_task(run_id), "register": lambda: register_task(run_id, params)}
-    results = {}
-    for step in steps.RUN_STEPS:
-        with CLOCK.step(step.name):
-            results[step.name] = calls[step.name]()
-    return results
-
-
 def train_and_register(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
     """The run's steps, then publish; publish the per-epoch table."""
     from prefect.artifacts import create_table_artifact
-    results = run_steps(params, run_id, check)
+    start_ahead()
+    results = steps.run_steps(steps.RunContext(params, run_id, check, log_line), runner=run_as_task(params))
     with CLOCK.step("publish"):
         dvc_record = publish_task(params, run_id)
     create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
                           description=f"per-epoch metrics of MLflow run {run_id}")
     return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
-            "gate": results["register"], "dvc_record": dvc_record}
+            "gate": results["register"].sentence(), "dvc_record": dvc_record}
 
 
 def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:

@@ -14,15 +14,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment as running_deployment
 
 from flows.cli import checked_overrides, run_flow
-from flows.pipeline import (
-    evaluate_task,
-    export_task,
-    log_line,
-    prepare_data,
-    publish_task,
-    register_task,
-    version_task,
-)
+from flows.pipeline import log_line, prepare_data, publish_task, run_as_task, version_task
+from tasks import steps
 from tasks.data.data_lock import prepared_data_lock
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
@@ -87,6 +80,7 @@ def run_trials(params: Params, version: Any) -> tuple[Any, list[Any]]:
     """The sweep's run and its trials, `sweep.parallel` at a time; (the best trial, every outcome)."""
     from prefect.artifacts import create_table_artifact
 
+    from tasks.launch.launchers.choose import scheduler_for
     from tasks.sweep.report import close_sweep_run, open_sweep_run
     from tasks.sweep.search import make_study, trial_count
     from tasks.sweep.slots import SlotPool
@@ -99,8 +93,9 @@ def run_trials(params: Params, version: Any) -> tuple[Any, list[Any]]:
         get_run_logger().warning("sweep.parallel %d trials of train.np %d need %d slots, there are %d: %d at once",
                                  params.sweep.parallel, params.train.np, params.sweep.parallel * params.train.np,
                                  sum(trial_slots(params).values()), at_once)
+    probed = steps.probe_step(params) if scheduler_for(params) is None else {}  # the hosts asked once
     parent = open_sweep_run(params, params.sweep, version, source)
-    sweep = Sweep(params, params.sweep, study, pool, version, parent, source, log_line, parallel=at_once)
+    sweep = Sweep(params, params.sweep, study, pool, version, parent, source, log_line, at_once, probed=probed)
     with mlflow_store.failing_marks_run(parent):  # a sweep stopped half-way is not left RUNNING
         outcomes = trials_in_slots(lambda: trial_task.submit(sweep), trial_count(params.sweep), at_once)
         best = close_sweep_run(parent, params.sweep, study, outcomes)
@@ -124,13 +119,12 @@ def training_sweep(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         if best is None:
             raise NoTrialFinished(f"no trial of the sweep finished ({len(outcomes)} pruned or failed): "
                                   "nothing to register")
-        best_params = with_value(params, best.values)
-        metrics = evaluate_task(best.run_id)
-        savedmodel = export_task(best.run_id)
-        gate = register_task(best.run_id, best_params)
+        best_params = with_value(params, best.values)  # the steps after its training, as the pipeline's
+        results = steps.run_steps(steps.RunContext(best_params, best.run_id), first=steps.AFTER_TRAINING,
+                                  runner=run_as_task(best_params))
         dvc_record = publish_task(best_params, best.run_id)
-    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, "metrics": metrics,
-            "savedmodel": savedmodel, "gate": gate, "dvc_record": dvc_record}
+    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, "metrics": results["evaluate"],
+            "savedmodel": results["export"], "gate": results["register"].sentence(), "dvc_record": dvc_record}
 
 
 def main(argv: list[str] | None = None) -> int:

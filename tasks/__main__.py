@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from tasks import steps
 from tasks.data.data_lock import prepared_data_lock
@@ -27,6 +28,7 @@ from tasks.tracking.run_labels import RunSource
 from tasks.tracking.server import use_tracking
 
 RUN_STEP_NAMES = [step.name for step in steps.RUN_STEPS]
+STAGE_SOURCE = RunSource("dvc repro (python -m tasks train)")  # a stage's run, in MLflow's Source column
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,22 +50,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stage(step: str, params: Params) -> str:
     """One dvc.yaml stage: it works on the run whose model is published (train opens a new run) and publishes what
     it made; `dvc repro` records dvc.lock after each stage."""
-    publishes = list(steps.run_step_named(step).publishes)
-    if step == "train":
+    if step == steps.TRAINING:  # a new run: the preflight's result goes to the training
         check = steps.preflight_step(params)
-        run_id = steps.open_run_step(params, check, source=RunSource("dvc repro (python -m tasks train)"))
-        steps.train_step(params, run_id, check)
-        steps.publish_step(params, run_id, publishes, record=False)
-        return f"mlflow run: {run_id}"
-    run_id = published_run(steps.RUN_STEPS[0].publishes[0])  # the run whose model is published now
-    if step == "evaluate":
-        result: object = steps.evaluate_step(run_id)
-    elif step == "export":
-        result = f"savedmodel: {steps.export_step(run_id)}"
+        run = steps.RunContext(params, steps.open_run_step(params, check, source=STAGE_SOURCE), check)
     else:
-        result = steps.register_step(run_id, params).sentence()
-    steps.publish_step(params, run_id, publishes, record=False)
-    return str(result)
+        published_model = steps.RUN_STEPS[0].publishes[0]
+        run = steps.RunContext(params, published_run(published_model))  # the run whose model is published now
+    result = steps.run_steps(run, first=step, last=step)[step]
+    steps.publish_step(params, run.run_id, list(steps.run_step_named(step).publishes), record=False)
+    return said(step, run.run_id, result)
+
+
+def said(step: str, run_id: str, result: Any) -> str:
+    """What a stage prints: the run a training opened, else its step's result."""
+    return f"mlflow run: {run_id}" if step == steps.TRAINING else steps.run_step_named(step).shown(result)
 
 
 def run_step(step: str, args: argparse.Namespace) -> None:

@@ -3,7 +3,8 @@ through. Each step is a plain, typed function; the flows wrap them in Prefect ta
 folders (tasks/data, tasks/launch, tasks/tracking, tasks/versioning, tasks/outputs); a step only chains them.
 
 The order of the steps is written once, here: PIPELINE_STEPS, of which RUN_STEPS work inside one MLflow run, each
-publishing its own outputs. A pipeline run is one MLflow run: open_run_step creates it (or reopens the run to
+publishing its own outputs; run_steps is the one driver of those for every entry point (a runner wraps each step:
+the flows' in a Prefect task). A pipeline run is one MLflow run: open_run_step creates it (or reopens the run to
 resume); the run steps write only into its workspace (outputs/runs/<run id>/); publish_step copies the results to
 the fixed paths, records them in DVC and only then marks the run FINISHED.
 """
@@ -18,10 +19,11 @@ from tasks.atomic import file_lock, write_text_atomic
 from tasks.data.data_lock import prepared_data_lock
 from tasks.data.prepare import fingerprint, left_out_line, prepare, up_to_date
 from tasks.data.validate import save_report, validate
+from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
 from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
-from tasks.launch.preflight import LaunchCheck, check_launch, dry_run_check, unchecked_hosts
+from tasks.launch.preflight import LaunchCheck, Probed, check_launch, dry_run_check, probe_hosts, unchecked_hosts
 from tasks.outputs.evaluate import check_trained_on, evaluate, outputs_written, split_hash
 from tasks.outputs.export import close_fresh_process, export, fresh_process, parity_sample
 from tasks.outputs.publish import exclusive, published
@@ -45,20 +47,62 @@ OnLine = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class RunContext:
+    """What the steps inside one MLflow run are given: the params, the run, the preflight's result (the training
+    needs it), where the training's lines go, and whether the training writes what evaluate, export and register
+    read (a sweep's trial or a scaling run ends after training: it needs none)."""
+    params: Params
+    run_id: str
+    check: LaunchCheck | None = None
+    on_line: OnLine = print
+    model_outputs: bool = True
+
+    def launch_check(self) -> LaunchCheck:
+        if self.check is None:
+            raise ValueError(f"run {self.run_id}: the training step needs the preflight's result")
+        return self.check
+
+
+@dataclass(frozen=True)
 class RunStep:
-    """A step inside one MLflow run, and the workspace items it publishes (a dvc.yaml stage of the same name)."""
+    """A step inside one MLflow run: what it does with the run, the workspace items it publishes (a dvc.yaml stage
+    of the same name), whether a failure of it may pass when it runs again (from the run's last checkpoint), and
+    how its result reads in a line."""
     name: str
     publishes: tuple[str, ...]
+    call: Callable[[RunContext], Any]
+    retried: bool = False
+    shown: Callable[[Any], str] = str
 
 
-RUN_STEPS = (RunStep("train", ("model",)), RunStep("evaluate", ("metrics.json", "evaluation")),
-             RunStep("export", ("savedmodel",)), RunStep("register", ("gate.json",)))
+RUN_STEPS = (
+    RunStep("train", ("model",), retried=True, call=lambda run: train_step(
+        run.params, run.run_id, run.launch_check(), run.on_line, run.model_outputs)),
+    RunStep("evaluate", ("metrics.json", "evaluation"), lambda run: evaluate_step(run.run_id)),
+    RunStep("export", ("savedmodel",), lambda run: export_step(run.run_id), shown=lambda path: f"savedmodel: {path}"),
+    RunStep("register", ("gate.json",), lambda run: register_step(run.run_id, run.params),
+            shown=lambda decision: decision.sentence()))
+TRAINING, AFTER_TRAINING = RUN_STEPS[0].name, RUN_STEPS[1].name  # trials and scaling runs end with the training
 PIPELINE_STEPS = ("prepare", "preflight", "version", "open-run", *(step.name for step in RUN_STEPS), "publish")
 PUBLISHED_ITEMS = [item for step in RUN_STEPS for item in step.publishes]
+StepRunner = Callable[[RunStep, RunContext], Any]  # how an entry point runs one step: directly, as a Prefect task
 
 
 def run_step_named(name: str) -> RunStep:
     return next(step for step in RUN_STEPS if step.name == name)
+
+
+def run_directly(step: RunStep, run: RunContext) -> Any:
+    return step.call(run)
+
+
+def run_steps(run: RunContext, first: str = RUN_STEPS[0].name, last: str = RUN_STEPS[-1].name,
+              runner: StepRunner = run_directly) -> dict[str, Any]:
+    """The one driver of the steps inside a run, for every entry point (the flows, the command line and the
+    dvc.yaml stages, a sweep's trials, the scaling runs): the steps from `first` to `last` in their one order,
+    each through `runner`; their results by name."""
+    names = [step.name for step in RUN_STEPS]
+    return {step.name: runner(step, run) for step in RUN_STEPS[names.index(first):names.index(last) + 1]}
 
 
 def convert_step(params: Params, on_line: OnLine = print) -> bool:
@@ -95,15 +139,21 @@ def data_current(params: Params) -> bool:
     return up_to_date(PREPARED_DIR, fingerprint(params.data)) is not None
 
 
-def preflight_step(params: Params) -> LaunchCheck:
+def preflight_step(params: Params, probed: Probed | None = None) -> LaunchCheck:
     """The one preflight of a pipeline run, before a run exists: model input size, global batch, hosts (probed
-    over ssh), the Horovod build, a run to resume. Its result travels to the launch."""
-    check = check_launch(params, PREPARED_DIR)
+    over ssh, unless `probed` holds their answers), the Horovod build, a run to resume. Its result travels to the
+    launch."""
+    check = check_launch(params, PREPARED_DIR, probed)
     if params.train.resume_from:
         workspace = resumable_run(params, params.train.resume_from)
         if not trained_already(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir):
             check_resumable(params, workspace.checkpoint_dir, checkpoint_owner(params, read_manifest(PREPARED_DIR)))
     return check
+
+
+def probe_step(params: Params) -> Probed:
+    """The answers of the remote hosts train.hosts names, asked once (a sweep's trials run on some of them each)."""
+    return probe_hosts(PREPARED_DIR, list(host_slots(params.train))) if listed(params.train) else {}
 
 
 def version_step() -> dvc.DataVersion:
@@ -234,7 +284,7 @@ def scaling_train_step(params: Params, on_line: OnLine = print) -> str:
     """One finished training run at params.train.np, in its own workspace, for a scaling report."""
     check = preflight_step(params)
     run_id = open_run_step(params, check)
-    train_step(params, run_id, check, on_line, model_outputs=False)
+    run_steps(RunContext(params, run_id, check, on_line, model_outputs=False), last=TRAINING)
     mlflow_store.end_run(run_id, ok=True)
     return run_id
 

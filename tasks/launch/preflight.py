@@ -29,6 +29,8 @@ from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
+Probed = dict[str, HostAnswer]  # each remote host's answer to the probe (or its problem, in one line)
+
 
 @dataclass(frozen=True)
 class LaunchCheck:
@@ -58,10 +60,22 @@ def check_slots(train: TrainParams, resolve: bool = True) -> dict[str, int]:
     return slots
 
 
+SETTINGS_PASSED: dict[tuple[str, bool], str | None] = {}  # the params this process checked: their controller
+
+
 def check_settings(params: Params, resolve: bool = True) -> str | None:
-    """The checks that need no data and no other host: hosts and slots, the interface's name, elastic settings,
-    Horovod's build; a Slurm job's against the cluster (unless not resolving). Returns Horovod's controller (None:
-    a tf.distribute backend)."""
+    """The checks that need no data and no other host, once per process for the same params (the command line
+    runs them before anything starts, the run's preflight asks again). Returns Horovod's controller (None: a
+    tf.distribute backend)."""
+    key = (params.model_dump_json(), resolve)
+    if key not in SETTINGS_PASSED:
+        SETTINGS_PASSED[key] = settings_controller(params, resolve)
+    return SETTINGS_PASSED[key]
+
+
+def settings_controller(params: Params, resolve: bool) -> str | None:
+    """Hosts and slots, the interface's name, elastic settings, Horovod's build; a Slurm job's against the cluster
+    (unless not resolving): each failure raised in one line; Horovod's controller."""
     train, scheduler = params.train, scheduler_for(params)
     if scheduler and (problem := scheduler.refusal(params)):
         raise PreflightError(problem)
@@ -110,36 +124,52 @@ def first_host_gpus(slots: dict[str, int], answers: dict[str, HostAnswer]) -> in
     return int(answer["gpus"]) if isinstance(answer, dict) else host_probe.gpu_count()
 
 
-def probe_hosts(params: Params, data_dir: Path, slots: dict[str, int]) -> dict[str, HostAnswer]:
-    """Every remote host asked at once, with a fresh shared-filesystem token; the first problem raised."""
-    train = params.train
+def probe_hosts(data_dir: Path, hosts: list[str]) -> Probed:
+    """Every remote host among `hosts` asked at once, with a fresh shared-filesystem token: each one's answer."""
+    remote = [host for host in dict.fromkeys(hosts) if not is_local(host)]
+    if not remote:
+        return {}
     with fresh_token(OUTPUTS_DIR) as token_file:
-        answers = probe_remote_hosts(list(slots), data_dir, token_file)
+        return probe_remote_hosts(remote, data_dir, token_file)
+
+
+def check_hosts(params: Params, slots: dict[str, int], answers: Probed) -> None:
+    """The first problem of the job's hosts in their answers, raised."""
+    train = params.train
     problem = remote_host_problem(slots, backend_spec(train.backend).horovod, answers) \
         or shared_fs_problem(train.shared_fs, {h: a for h, a in answers.items() if isinstance(a, dict)}, ROOT) \
         or interface_problem(train.network_interface, list(slots), answers)
     if problem:
         raise PreflightError(problem)
-    return answers
 
 
-def check_launch(params: Params, data_dir: Path) -> LaunchCheck:
-    """The whole preflight: settings, hosts (probed over ssh), the data; all it found out for the launch."""
+def answers_for(data_dir: Path, slots: dict[str, int], probed: Probed | None) -> Probed:
+    """The answers of the job's remote hosts: from a probe already made (a sweep probes its hosts once for all its
+    trials), the hosts it did not ask probed now."""
+    known = probed or {}
+    asked = probe_hosts(data_dir, [host for host in slots if host not in known])
+    return {host: answer for host, answer in (known | asked).items() if host in slots}
+
+
+def check_launch(params: Params, data_dir: Path, probed: Probed | None = None) -> LaunchCheck:
+    """The whole preflight: settings, hosts (probed over ssh, unless `probed` holds their answers), the data; all
+    it found out for the launch."""
     controller = check_settings(params)  # a scheduler's checks included
     if scheduler := scheduler_for(params):
         gpus = scheduler.gpus_per_node(params)
         check_data(params, data_dir, gpus)
         return LaunchCheck(controller, gpus)
     slots = host_slots(params.train)
-    answers = probe_hosts(params, data_dir, slots)
+    answers = answers_for(data_dir, slots, probed)
+    check_hosts(params, slots, answers)
     gpus = first_host_gpus(slots, answers)
     check_data(params, data_dir, gpus)
-    probed = {host: answer for host, answer in answers.items() if isinstance(answer, dict)}
-    unshared = hosts_without_shared_fs(params.train.shared_fs, probed)
+    probed_ok = {host: answer for host, answer in answers.items() if isinstance(answer, dict)}
+    unshared = hosts_without_shared_fs(params.train.shared_fs, probed_ok)
     if problem := elastic_problem(params.train, unshared):
         raise PreflightError(problem)
     key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
-    with_data = tuple(host for host in unshared if probed[host]["data_key"] == key)
+    with_data = tuple(host for host in unshared if probed_ok[host]["data_key"] == key)
     return LaunchCheck(controller, gpus, unshared, with_data)
 
 

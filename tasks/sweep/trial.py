@@ -14,6 +14,7 @@ from tasks.errors import is_bad_input, sentence
 from tasks.interrupt import interrupted
 from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.launchers.choose import scheduler_for
+from tasks.launch.preflight import Probed
 from tasks.params import Params
 from tasks.sweep.pruning import EpochReporter, TrialPruned
 from tasks.sweep.search import suggest
@@ -41,6 +42,7 @@ class Sweep:
     source: RunSource
     on_line: Callable[[str], None] = print
     parallel: int = 1  # trials at once: sweep.parallel, or as many as the slots hold
+    probed: Probed = field(default_factory=dict)  # the answers of the sweep's hosts, probed once for every trial
     asking: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -107,7 +109,8 @@ def train_trial(sweep: Sweep, trial: Any, params: Params, run_id: str, check: An
     for attempt in (1, 2):
         reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line)
         try:
-            steps.train_step(params, run_id, check, on_line=reporter, model_outputs=False)
+            steps.run_steps(steps.RunContext(params, run_id, check, reporter, model_outputs=False),
+                            last=steps.TRAINING)
             return reporter
         except TrialPruned:
             raise
@@ -139,7 +142,7 @@ def asked_trial(sweep: Sweep, placed: dict[str, int]) -> TrialOutcome:
     started, run_id = time.monotonic(), None
     params = placed_params(sweep.base, values, placed, sweep.parallel)  # the space was checked before
     try:
-        check = steps.preflight_step(params)
+        check = steps.preflight_step(params, sweep.probed)
         run_id = open_trial_run(sweep, params, trial.number, check)
         reporter = train_trial(sweep, trial, params, run_id, check)
     except TrialPruned as pruned:

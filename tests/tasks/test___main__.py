@@ -96,7 +96,7 @@ def test_the_train_stage_opens_a_run_trains_and_publishes_the_model(calls: list[
     assert cli.stage("train", Params()) == "mlflow run: new-run"
     source = RunSource("dvc repro (python -m tasks train)")  # the run's Source in MLflow's UI
     assert calls == [("preflight", "params"), ("open-run", "params", "the-check", ("source", source)),
-                     ("train", "params", "new-run", "the-check"),
+                     ("train", "params", "new-run", "the-check", print, True),
                      ("publish", "params", "new-run", ["model"], ("record", False))]
 
 

@@ -48,3 +48,13 @@ def test_a_bad_interface_stops_the_command_line_before_anything_starts(tmp_path:
     assert done.stderr.strip().splitlines()[-1].startswith(
         "error: train.network_interface: host localhost has no interface nosuchif0 (it has ")
     assert "MLflow run" not in done.stdout + done.stderr and "Beginning flow run" not in done.stdout + done.stderr
+
+
+def test_hosts_a_probe_already_answered_are_not_asked_again_and_the_others_are(tmp_path: Path) -> None:
+    """A sweep probes its hosts once; each trial's preflight takes their answers (an ssh to h9 would have failed
+    in other words) and probes only a host they lack."""
+    from tasks.launch.preflight import answers_for
+    given = {"h9": "host h9: the answer of the sweep's probe"}
+    answered = answers_for(tmp_path, {"h9": 1, "nosuchhost.invalid": 1, "localhost": 1}, given)
+    assert answered["h9"] == given["h9"] and "localhost" not in answered  # this machine is never probed
+    assert "nosuchhost.invalid" in answered["nosuchhost.invalid"]  # asked now: its own failure

@@ -37,7 +37,7 @@ def test_a_failure_that_may_pass_is_tried_once_more_in_the_same_run(monkeypatch:
                         training_that([RankFailed("rank 1 on h2 lost", retryable=True)], calls))
     said: list[str] = []
     study = optuna.create_study(direction="maximize")
-    reporter = train_trial(sweep_of(study, said), study.ask(), Params(), "run1", None)
+    reporter = train_trial(sweep_of(study, said), study.ask(), Params(), "run1", "the-check")
     assert calls == ["run1", "run1"] and reporter.values == [0.1, 0.2]
     assert any("trying again from its last checkpoint" in line for line in said)
 
@@ -54,7 +54,7 @@ def test_bad_input_or_a_second_failure_ends_the_trial(monkeypatch: pytest.Monkey
     monkeypatch.setattr(trial_module.steps, "train_step", training_that(failures, calls))
     study = optuna.create_study(direction="maximize")
     with pytest.raises((RankFailed, ParamsError)):
-        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", None)
+        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", "the-check")
     assert len(calls) == (2 if getattr(failure, "retryable", False) else 1)
 
 
@@ -64,5 +64,5 @@ def test_a_pruned_trial_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> N
                                                                         calls))
     study = optuna.create_study(direction="maximize")
     with pytest.raises(TrialPruned):
-        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", None)
+        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", "the-check")
     assert calls == ["run1"]

@@ -44,9 +44,28 @@ def test_the_pipeline_runs_its_steps_in_one_order() -> None:
 
 
 def test_a_run_step_is_found_by_name() -> None:
-    assert steps.run_step_named("export") == steps.RunStep("export", ("savedmodel",))
+    export = steps.run_step_named("export")
+    assert (export.name, export.publishes, export.retried) == ("export", ("savedmodel",), False)
+    assert [step.name for step in steps.RUN_STEPS if step.retried] == ["train"]  # only a failure there may pass
     with pytest.raises(StopIteration):
         steps.run_step_named("prepare")  # not a step inside a run
+
+
+def test_one_driver_runs_the_steps_of_a_run_in_their_order_from_first_to_last() -> None:
+    run = steps.RunContext(Params(), "run1")
+    ran: list[tuple[str, str]] = []
+
+    def runner(step: steps.RunStep, given: steps.RunContext) -> str:
+        ran.append((step.name, given.run_id))
+        return f"{step.name} done"
+    assert steps.run_steps(run, runner=runner) == {name: f"{name} done" for name in
+                                                   ("train", "evaluate", "export", "register")}
+    assert [name for name, _ in ran] == ["train", "evaluate", "export", "register"] and {r for _, r in ran} == {"run1"}
+    ran.clear()
+    assert list(steps.run_steps(run, first=steps.AFTER_TRAINING, runner=runner)) == ["evaluate", "export", "register"]
+    assert list(steps.run_steps(run, last=steps.TRAINING, runner=runner)) == ["train"]
+    with pytest.raises(ValueError, match="run run1: the training step needs the preflight's result"):
+        steps.run_steps(run, last=steps.TRAINING)  # the training itself, without a preflight
 
 
 def test_each_run_step_is_the_dvc_stage_of_its_name_and_publishes_what_the_stage_outputs() -> None:

@@ -53,7 +53,7 @@ def test_elastic_training_loses_a_host_goes_on_and_takes_it_back(cluster: list[s
                                                                 tmp_path: Path) -> None:
     elastic = ElasticParams(min_np=1, max_np=2, cooldown_seconds=(1, 5))
     params = Params(train=TrainParams(np=2, hosts=f"{H1}:1,{H2}:1", epochs=12, tensorboard=False, elastic=elastic),
-                    input=InputParams(image_size=48))
+                    input=InputParams(image_size=32))
     outage = HostOutage()
     try:
         result = train(params, digits_data, tmp_path / "model", tmp_path / "checkpoints", None, outage)

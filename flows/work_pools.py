@@ -6,7 +6,7 @@ whether output is streamed) and refuses any other (`additionalProperties: false`
 flow run with 422 before it exists); the command is the worker's own (`python -m prefect.engine`), the environment
 fixed below. The policy, once: here and in docs/security.md.
 
-    python -m flows.work_pools template FILE   # write the base job template (scripts/serve.sh deploy)
+    python -m flows.work_pools template FILE   # write the base job template (flows/servers/deploy.py uses it)
     python -m flows.work_pools check [PREFECT_FILE]   # refuse a deployment that opens them again
 """
 from __future__ import annotations

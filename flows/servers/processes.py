@@ -1,0 +1,214 @@
+"""Server processes, supervised: each started in a session (process group) of its own with its log and a pid file
+that notes its start time (no later process with that pid is taken for it), asked over HTTP until it answers,
+watched, and stopped as a group -- TERM, then KILL of what is left at a deadline, each end noted in a log."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Mapping
+
+from tasks.paths import ROOT
+
+BIN = ROOT / ".venv" / "bin"
+SECOND_SIGNAL_AFTER = {"worker": 3.0}  # Prefect's worker once a flow run has been: its first TERM makes a cancel
+# that a task swallows, its second is Prefect's own SIGKILL of the worker process alone (its flow runs, in its
+# group, keep the rest of the time to end)
+
+
+class ServerFailed(RuntimeError):
+    """A server did not start, or ended: one line naming it and its log."""
+
+
+class Stop(Exception):
+    """A signal to stop everything: Ctrl-C (exit 130) or a TERM (make services-down, exit 0)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def stop_on_signals() -> None:
+    """Ctrl-C and TERM raise Stop in the main thread. Installed even where SIGINT was ignored when this process
+    started (a CI runner, make in a background job), and before any server starts: a server does not inherit an
+    ignored SIGINT."""
+    def raise_stop(signum: int, frame: object) -> None:
+        raise Stop(130 if signum == signal.SIGINT else 0)
+    signal.signal(signal.SIGINT, raise_stop)
+    signal.signal(signal.SIGTERM, raise_stop)
+
+
+def ignore_signals() -> None:
+    """While stopping: a second Ctrl-C does not cut the stop short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+STARTED: dict[int, subprocess.Popen] = {}  # the processes this one started: reaped as they end
+
+
+def reap() -> None:
+    """Collect the exit of every process started here that has ended (a zombie still counts in its group)."""
+    for pid, process in list(STARTED.items()):
+        if process.poll() is not None:
+            del STARTED[pid]
+
+
+def start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot), None when there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def note_pid(pid: int, pid_file: Path) -> None:
+    pid_file.write_text(f"{pid} {start_time(pid) or ''}\n")
+
+
+def noted_pid(pid_file: Path) -> int | None:
+    """The pid of the file while that process is still the one noted (after a reboot it is not), else None. A bare
+    pid (a file of an earlier version) counts only for a process that runs this checkout's programs."""
+    try:
+        words = pid_file.read_text().split()
+    except OSError:
+        return None
+    if not words or not words[0].isdigit():
+        return None
+    pid = int(words[0])
+    if len(words) > 1:
+        return pid if start_time(pid) == words[1] and running(pid) else None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return pid if f"{BIN}/" in command else None
+
+
+def running(pid: int) -> bool:
+    """A process that has not ended (one that ended and waits for its parent to notice has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start(name: str, command: list[str], run_dir: Path, log_dir: Path, env: Mapping[str, str] | None = None,
+          cwd: Path | None = None, terminal: bool = False) -> int:
+    """The command in a session of its own, its output in log_dir/NAME.log (or this terminal's), its pid noted in
+    run_dir/NAME.pid."""
+    with open(os.devnull if terminal else log_dir / f"{name}.log", "w") as log:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=None if terminal else log,
+                                   stderr=None if terminal else subprocess.STDOUT, start_new_session=True,
+                                   env=dict(env) if env is not None else None, cwd=cwd)
+    note_pid(process.pid, run_dir / f"{name}.pid")
+    STARTED[process.pid] = process
+    return process.pid
+
+
+def watch(pid_files: dict[str, Path], log_dir: Path) -> None:
+    """Until a signal: ServerFailed when a process ends (one not paused on purpose: run_dir/NAME.paused)."""
+    while True:
+        reap()
+        for name, pid_file in pid_files.items():
+            if (pid_file.parent / f"{name}.paused").exists():
+                continue
+            if noted_pid(pid_file) is None:
+                raise ServerFailed(f"the {name} process exited; see {log_dir / f'{name}.log'}")
+        time.sleep(2)
+
+
+def answers(url: str) -> bool:
+    """Whether an HTTP server answers at url (any status: one that wants credentials answers too)."""
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def wait_http(name: str, url: str, pid_file: Path, log: Path, seconds: float = 180) -> None:
+    """Until the server answers at url; ServerFailed when its process ended or it did not answer in time."""
+    deadline = time.monotonic() + seconds
+    while not answers(url):
+        if noted_pid(pid_file) is None:
+            raise ServerFailed(f"the {name} server exited; see {log}")
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"the {name} server did not answer at {url} in {seconds / 60:g} minutes; see {log}")
+        time.sleep(0.5)
+
+
+def signal_pid(pid: int, signum: int) -> bool:
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        return False
+    return True
+
+
+def wait_until(done: Callable[[], bool], seconds: float) -> bool:
+    """Ask `done` every half second until it says yes (True) or `seconds` have passed (False)."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def wait_ended(pid: int, seconds: float) -> None:
+    wait_until(lambda: not running(pid), seconds)
+
+
+def signal_group(pid: int, signum: int) -> bool:
+    try:
+        os.killpg(pid, signum)
+    except OSError:
+        return False
+    return True
+
+
+def stop_groups(seconds: float, pid_files: list[Path], stop_log: Path) -> None:
+    """TERM to the process groups of the pid files at once, KILL to those left after `seconds` in all; a pid file
+    whose process is gone (or is another's now) is only removed. Each end is noted in stop_log."""
+    started = time.monotonic()
+    groups = {}
+    for pid_file in pid_files:
+        pid = noted_pid(pid_file)
+        if pid is not None and signal_group(pid, signal.SIGTERM):
+            groups[pid_file] = pid
+        else:
+            pid_file.unlink(missing_ok=True)
+    nudged: set[Path] = set()
+    while groups:
+        reap()
+        elapsed = time.monotonic() - started
+        for pid_file, pid in list(groups.items()):
+            name = pid_file.stem
+            if not signal_group(pid, 0):
+                noted = f"stopped in {elapsed:.0f} s"
+            elif name in SECOND_SIGNAL_AFTER and pid_file not in nudged and elapsed >= SECOND_SIGNAL_AFTER[name]:
+                nudged.add(pid_file)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)  # the process alone (see SECOND_SIGNAL_AFTER)
+                continue
+            elif elapsed >= seconds:
+                signal_group(pid, signal.SIGKILL)
+                noted = f"killed after {seconds:.0f} s"
+            else:
+                continue
+            with open(stop_log, "a") as log:
+                log.write(f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')} {name}: {noted}\n")
+            pid_file.unlink(missing_ok=True)
+            del groups[pid_file]
+        if groups:
+            time.sleep(0.5)

@@ -1,0 +1,51 @@
+"""make serve: a Prefect server on 127.0.0.1 (its SQLite database under .prefect/), the local process work pool,
+the deployments of prefect.yaml, and a worker. Ctrl-C stops them all. PREFECT_PORT picks the port (4200)."""
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from flows.local_server import port_is_free
+from flows.servers import processes
+from flows.servers.deploy import LOCAL_POOL, deploy
+from flows.servers.processes import BIN, ServerFailed, Stop, ignore_signals, stop_on_signals
+from tasks.paths import ROOT
+
+
+def serve() -> int:
+    """The server, the deployments and a worker, until Ctrl-C (exit 130) or a TERM (0); the worker first, then the
+    server, each given 30 s before it is killed."""
+    port = int(os.environ.get("PREFECT_PORT", "4200"))
+    if not port_is_free(port):  # another server there would answer the health check in this one's place
+        raise ServerFailed(f"port {port} is taken (make stop stops this checkout's local Prefect server; "
+                           "PREFECT_PORT=N make serve takes another port)")
+    home = Path(os.environ.get("PREFECT_HOME") or ROOT / ".prefect")
+    run_dir = home / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.update(PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api")
+    stop_on_signals()
+    try:
+        serving(port, home, run_dir)
+    except Stop as stop:
+        return stop.code
+    finally:
+        ignore_signals()
+        processes.stop_groups(30, [run_dir / "worker.pid"], home / "stop.log")
+        processes.stop_groups(30, [run_dir / "server.pid"], home / "stop.log")
+    return 0
+
+
+def serving(port: int, home: Path, run_dir: Path) -> None:
+    """Start the server and wait for it, deploy, start the worker and watch both."""
+    processes.start("server", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                    run_dir, home, cwd=ROOT)
+    processes.wait_http("Prefect", f"http://127.0.0.1:{port}/api/health", run_dir / "server.pid",
+                        home / "server.log", seconds=120)
+    deploy()
+    print(f"Prefect UI and API: http://127.0.0.1:{port}  (export PREFECT_API_URL={os.environ['PREFECT_API_URL']})")
+    print(f"run:  {BIN / 'prefect'} deployment run 'training-pipeline/train' --param epochs=3 --watch", flush=True)
+    processes.start("worker", [str(BIN / "prefect"), "worker", "start", "--pool", LOCAL_POOL, "--name",
+                               f"ringflow-worker-{socket.gethostname()}"], run_dir, home, cwd=ROOT,
+                    terminal=True)  # its flow runs' lines in this terminal
+    processes.watch({"worker": run_dir / "worker.pid", "server": run_dir / "server.pid"}, home)

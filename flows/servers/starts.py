@@ -1,0 +1,86 @@
+"""The services' processes, each started by processes.start in a session of its own: the MLflow and Prefect
+servers as the service user, their settings in their environment (never on a command line), and the worker."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from typing import Callable
+
+from flows.servers import processes
+from flows.servers.processes import BIN, ServerFailed
+from flows.servers.setup import ROLE, Place, Users, client_env
+from tasks.paths import ROOT
+
+
+def allowed_hosts(place: Place, port: int) -> str:
+    """The names a client may call this machine by, with and without the port."""
+    names = dict.fromkeys([place.host, "localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn()])
+    return ",".join(f"{name},{name}:{port}" for name in names)
+
+
+def start_mlflow(place: Place, users: Users, secrets: dict[str, str]) -> None:
+    home = place.home
+    env = dict(os.environ, HOME=str(home / "home"), PGPASSFILE=str(home / "pgpass"),
+               MLFLOW_AUTH_CONFIG_PATH=str(home / "mlflow-auth.ini"),  # the auth app reads it, for every search too
+               MLFLOW_FLASK_SERVER_SECRET_KEY=secrets["MLFLOW_SECRET_KEY"],
+               MLFLOW_BACKEND_STORE_URI=f"postgresql+psycopg2://{ROLE}@127.0.0.1:{place.pg_port}/mlflow",
+               MLFLOW_ARTIFACTS_DESTINATION=place.artifacts,
+               # the Host headers it answers (MLflow refuses others with 403): this address and this machine's names
+               MLFLOW_SERVER_ALLOWED_HOSTS=os.environ.get("SERVICES_ALLOWED_HOSTS")
+               or allowed_hosts(place, place.mlflow_port),
+               # MLflow's job runner (huey consumers for GenAI judges and trace rollups), which ringflow never asks:
+               # 4 more processes and about 10 s of CPU at every start
+               MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    command = [*users.as_service, str(BIN / "mlflow"), "server", "--host", place.host, "--port",
+               str(place.mlflow_port), "--serve-artifacts", "--workers", "2", "--app-name", "basic-auth"]
+    # in the service user's own folder (it may not enter the checkout, nor read a .env there)
+    processes.start("mlflow", command, place.run, place.logs, env, cwd=home / "home")
+    processes.wait_http("mlflow", f"http://{place.host}:{place.mlflow_port}/health", place.run / "mlflow.pid",
+                        place.logs / "mlflow.log")
+
+
+def start_prefect(place: Place, users: Users, secrets: dict[str, str]) -> None:
+    home = place.home
+    env = dict(os.environ, HOME=str(home / "home"), PGPASSFILE=str(home / "pgpass"),
+               PREFECT_HOME=str(home / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_API_AUTH_STRING=f"{ROLE}:{secrets['PREFECT_PASSWORD']}",
+               PREFECT_SERVER_DATABASE_CONNECTION_URL=f"postgresql+asyncpg://{ROLE}@127.0.0.1:{place.pg_port}/prefect",
+               PREFECT_UI_API_URL=f"http://{place.host}:{place.prefect_port}/api")
+    command = [*users.as_service, str(BIN / "prefect"), "server", "start", "--host", place.host, "--port",
+               str(place.prefect_port)]
+    processes.start("prefect", command, place.run, place.logs, env, cwd=home / "home")
+    processes.wait_http("prefect", f"http://{place.host}:{place.prefect_port}/api/health",
+                        place.run / "prefect.pid", place.logs / "prefect.log")
+
+
+def git(*arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def mirror_checkout(place: Place, say: Callable[[str], None]) -> tuple[str, str]:
+    """The repository the remote pool's workers pull from (a bare one here, unless RINGFLOW_REPOSITORY names one)
+    and the commit they run; both exported for the deployments and the worker."""
+    repository = os.environ.get("RINGFLOW_REPOSITORY")
+    if not repository:
+        repository = str(place.home / "ringflow.git")
+        if not os.path.isdir(repository):
+            git("init", "-q", "--bare", repository)
+        git("push", "-q", "--force", repository, "HEAD:refs/heads/main")
+    commit = git("rev-parse", "HEAD")
+    os.environ.update(RINGFLOW_REPOSITORY=repository, RINGFLOW_COMMIT=commit)
+    if git("status", "--porcelain", "--untracked-files=no"):
+        say(f"the remote pool runs commit {commit[:12]}: this checkout's uncommitted changes are not in it")
+    return repository, commit
+
+
+def start_worker(place: Place, users: Users, deploy: Callable[[], None]) -> None:
+    """The deployments, then the worker of the local pool, which logs to both servers (client.env's settings)."""
+    os.environ.update(client_env(place))
+    deploy()
+    if users.as_worker and subprocess.run([*users.as_worker, "test", "-w", str(ROOT)]).returncode != 0:
+        raise ServerFailed(f"the worker's user {users.worker} cannot write this checkout ({ROOT})")
+    env = dict(os.environ, **({"HOME": users.worker_home} if users.as_worker else {}))
+    command = [*users.as_worker, str(BIN / "prefect"), "worker", "start", "--pool", "ringflow-local", "--name",
+               f"ringflow-worker-{socket.gethostname()}"]
+    processes.start("worker", command, place.run, place.logs, env, cwd=ROOT)

@@ -167,7 +167,7 @@ def logged_steps(services: Services, run_id: str, key: str) -> list[int]:
 def test_a_tracking_server_away_longer_than_retry_minutes_stops_the_run_for_a_resume(services: Services,
                                                                                      tmp_path: Path) -> None:
     workspace, epochs = make_workspace(tmp_path / "workspace"), 6
-    process, lines = training(services, workspace, epochs, "--set=tracking.retry_minutes=0.2")  # 12 s
+    process, lines = training(services, workspace, epochs, "--set=tracking.retry_minutes=0.1")  # 6 s
     lines.wait_for(r"epoch 1: ")
     assert services.script("stop", "mlflow").returncode == 0
     try:

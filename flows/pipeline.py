@@ -9,7 +9,7 @@ preflight checks and prints the launch plan and each rank's share of the data, w
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -26,15 +26,13 @@ from flows.timing import RunClock
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.validate import data_signature, validate
-from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.tracking import run_log
 from tasks.tracking.run_labels import flow_source
 from tasks.tracking.server import use_tracking
-from tasks.versioning.dvc import DataVersion
 from tasks.versioning.dvc_record import check_versionable
-from tasks.versioning.run_state import RunState, run_state
+from tasks.versioning.run_state import run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
@@ -71,38 +69,12 @@ def prepare_data(params: Params) -> dict[str, Any]:
     return report
 
 
-@task(name="version")
-def version_task() -> DataVersion:
-    data_version = steps.version_step()
-    get_run_logger().info("data %s at git %s (pushed to the DVC remote)", data_version.data_hash,
-                          data_version.git_commit)
-    return data_version
-
-
 def log_line(line: str) -> None:
     """A training process's line into the task log (TensorFlow's start-up chatter at debug level)."""
     from tasks.launch.output.diagnosis import is_noise
     CLOCK.training.saw(line)
     logger = get_run_logger()
     (logger.debug if is_noise(line) else logger.info)(line)
-
-
-@task(name="preflight")
-def preflight_task(params: Params) -> LaunchCheck:
-    """The one preflight of the run, before any MLflow run exists; logs the ports the job will open and the
-    per-rank data plan."""
-    check = steps.preflight_step(params)
-    for line in steps.preflight_lines(params, check):
-        get_run_logger().info(line)
-    return check
-
-
-@task(name="open-run")
-def open_run_task(params: Params, check: LaunchCheck, version: DataVersion, state: RunState) -> str:
-    source = flow_source(running_flow.flow_name, running_deployment.name)
-    run_id = steps.open_run_step(params, check, version, state, source)
-    get_run_logger().info("MLflow run %s", run_id)
-    return run_id
 
 
 def run_as_task(params: Params) -> steps.StepRunner:
@@ -117,7 +89,7 @@ def run_as_task(params: Params) -> steps.StepRunner:
                         "retry_delay_seconds": params.pipeline.retry_delay_seconds}
         with CLOCK.step(step.name):
             result = task(**options)(step.call)(run)
-        get_run_logger().info("%s: %s", step.name, step.shown(result))
+        get_run_logger().info("%s: %s", step.name, step.shown(run, result))
         return result
     return run_task
 
@@ -134,14 +106,6 @@ def start_ahead() -> None:
     threading.Thread(target=pyplot, name="import-charts", daemon=True).start()
 
 
-@task(name="publish")
-def publish_task(params: Params, run_id: str) -> str:
-    """Publish the outputs, record them in DVC, give the alias; the run is FINISHED after this."""
-    outcome = steps.publish_step(params, run_id)
-    get_run_logger().info("published run %s; %s", run_id, outcome)
-    return outcome
-
-
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     """Retry only what may pass next time: not bad input, not an out-of-memory kill or a bug in a rank, nothing
     after Ctrl-C."""
@@ -149,19 +113,6 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     from tasks.interrupt import interrupted
     error = state.result(raise_on_failure=False)
     return not interrupted() and not is_bad_input(error) and getattr(error, "retryable", True)
-
-
-def train_and_register(params: Params, run_id: str, check: LaunchCheck) -> dict[str, Any]:
-    """The run's steps, then publish; publish the per-epoch table."""
-    from prefect.artifacts import create_table_artifact
-    start_ahead()
-    results = steps.run_steps(steps.RunContext(params, run_id, check, log_line), runner=run_as_task(params))
-    with CLOCK.step("publish"):
-        dvc_record = publish_task(params, run_id)
-    create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
-                          description=f"per-epoch metrics of MLflow run {run_id}")
-    return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
-            "gate": results["register"].sentence(), "dvc_record": dvc_record}
 
 
 def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -191,15 +142,15 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
 
 
 def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dict[str, Any]:
-    """From preflight on, with the prepared data held: skip when nothing changed (if asked), else the run's steps
-    and its publishing."""
+    """From preflight on, with the prepared data held: the checks; then skip when nothing changed (if asked), else
+    the run's steps to its publishing."""
     from prefect.artifacts import create_markdown_artifact
-    with CLOCK.step("preflight"):
-        check = preflight_task(params)
-    with CLOCK.step("version"):
-        version = version_task()
+    runner = run_as_task(params)
+    source = flow_source(running_flow.flow_name, running_deployment.name)
+    run = steps.RunContext(params, labels=steps.RunLabels(source), holder=holder, on_line=log_line)
+    run, _ = steps.run_steps(run, steps.CHECKS, runner)
     with CLOCK.step("open-run"):  # the run's state and what changed since the last run, then the run itself
-        state = run_state(params, version)
+        state = run_state(params, run.data_version())
         changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
         previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
     if previous:
@@ -207,14 +158,22 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
         create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    with CLOCK.step("open-run"):
-        run_id = open_run_task(params, check, version, state)
-    holder.rename(f"MLflow run {run_id}")
-    result = train_and_register(params, run_id, check)
+    start_ahead()
+    run, results = steps.run_steps(replace(run, state=state), steps.OPENED, runner)
+    result = run_result(run.run_id, results)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
-                                                  run_log.run_link(params, result["run_id"])),
-                             key="run-summary", description=f"MLflow run {result['run_id']}")
+                                                  run_log.run_link(params, run.run_id)),
+                             key="run-summary", description=f"MLflow run {run.run_id}")
     return {"skipped": False, **result}
+
+
+def run_result(run_id: str, results: dict[str, Any]) -> dict[str, Any]:
+    """What a run's steps gave, as the flow returns it; its per-epoch table published."""
+    from prefect.artifacts import create_table_artifact
+    create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
+                          description=f"per-epoch metrics of MLflow run {run_id}")
+    return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
+            "gate": results["register"].sentence(), "dvc_record": results["publish"]}
 
 
 def resume_override(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -9,18 +9,19 @@ from typing import Any
 from prefect import flow, task
 
 from flows.cli import checked_overrides, run_flow, with_np
-from flows.pipeline import log_line, prepare_data, version_task
+from flows.pipeline import log_line, prepare_data, run_as_task
 from tasks import steps
 from tasks.params import Params, load_params
 from tasks.tracking.server import use_tracking
+from tasks.versioning.dvc import DataVersion
 from tasks.versioning.dvc_record import check_versionable
 from trainer.process_end import end_now
 
 
 @task(name="train-at-np")
-def train_at_np_task(params: Params) -> str:
+def train_at_np_task(params: Params, version: DataVersion) -> str:
     """One finished training run at params.train.np (its own model directory)."""
-    return steps.scaling_train_step(params, on_line=log_line)
+    return steps.scaling_train_step(params, version, on_line=log_line)
 
 
 @task(name="scaling-report")
@@ -38,10 +39,10 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     use_tracking(params.tracking)
     check_versionable(params)
     prepare_data(params)
-    version_task()
+    versioned, _ = steps.run_steps(steps.RunContext(params), ["version"], run_as_task(params))
     runs = []
-    for np in sorted(set(params.train.scaling_np)):
-        runs.append((np, train_at_np_task(with_np(params, np))))  # each its own run, trained from scratch
+    for np in sorted(set(params.train.scaling_np)):  # each its own run, trained from scratch
+        runs.append((np, train_at_np_task(with_np(params, np), versioned.data_version())))
     return report_task(params, runs)
 
 

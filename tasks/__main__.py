@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tasks import steps
-from tasks.data.data_lock import prepared_data_lock
+from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.errors import report
 from tasks.outputs.publish import published_run
 from tasks.params import Params, load_params, parse_assignments
@@ -47,23 +48,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def stage(step: str, params: Params) -> str:
+def stage(step: str, params: Params, holder: DataHolder | None = None) -> str:
     """One dvc.yaml stage: it works on the run whose model is published (train opens a new run) and publishes what
     it made; `dvc repro` records dvc.lock after each stage."""
-    if step == steps.TRAINING:  # a new run: the preflight's result goes to the training
-        check = steps.preflight_step(params)
-        run = steps.RunContext(params, steps.open_run_step(params, check, source=STAGE_SOURCE), check)
-    else:
-        published_model = steps.RUN_STEPS[0].publishes[0]
-        run = steps.RunContext(params, published_run(published_model))  # the run whose model is published now
-    result = steps.run_steps(run, first=step, last=step)[step]
-    steps.publish_step(params, run.run_id, list(steps.run_step_named(step).publishes), record=False)
-    return said(step, run.run_id, result)
+    run = steps.RunContext(params, labels=steps.RunLabels(STAGE_SOURCE), holder=holder, stage=step)
+    if step != steps.TRAINING:
+        run = replace(run, run_id=published_run(steps.RUN_STEPS[0].publishes[0]))  # the model published now
+    run, results = steps.run_steps(run, steps.stage_steps(step))
+    return said(run, step, results[step])
 
 
-def said(step: str, run_id: str, result: Any) -> str:
+def said(run: steps.RunContext, step: str, result: Any) -> str:
     """What a stage prints: the run a training opened, else its step's result."""
-    return f"mlflow run: {run_id}" if step == steps.TRAINING else steps.run_step_named(step).shown(result)
+    return f"mlflow run: {run.run_id}" if step == steps.TRAINING else steps.step_named(step).shown(run, result)
 
 
 def run_step(step: str, args: argparse.Namespace) -> None:
@@ -75,8 +72,8 @@ def run_step(step: str, args: argparse.Namespace) -> None:
     elif step == "version":
         print(f"data version: {steps.version_step().data_hash}")
     elif step in RUN_STEP_NAMES:
-        with prepared_data_lock(False, f"the {step} stage"):  # no prepare or restore while it reads the data
-            print(stage(step, params))
+        with prepared_data_lock(False, f"the {step} stage") as holder:  # no prepare or restore while it reads it
+            print(stage(step, params, holder))
     elif step == "restore":
         data_hash, target = steps.restore_step(args.run_id, args.data_hash)
         print(f"restored data version {data_hash} into {target}")

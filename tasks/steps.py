@@ -2,21 +2,23 @@
 through. Each step is a plain, typed function; the flows wrap them in Prefect tasks. The policy lives in the stage
 folders (tasks/data, tasks/launch, tasks/tracking, tasks/versioning, tasks/outputs); a step only chains them.
 
-The order of the steps is written once, here: PIPELINE_STEPS, of which RUN_STEPS work inside one MLflow run, each
-publishing its own outputs; run_steps is the one driver of those for every entry point (a runner wraps each step:
-the flows' in a Prefect task). A pipeline run is one MLflow run: open_run_step creates it (or reopens the run to
-resume); the run steps write only into its workspace (outputs/runs/<run id>/); publish_step copies the results to
+The order of the steps is written once, here: STEPS, each declared with what it gives the steps after it and what
+it publishes (prepare runs before them, once for one run or many: PIPELINE_STEPS). run_steps is the one driver for
+every entry point, which names the steps it runs (the flow: CHECKS, then OPENED; a sweep's trial and a scaling run:
+TRAINING_RUN; a sweep's best trial: AFTER_TRAINING; a dvc.yaml stage: stage_steps) and how each runs (the flows: a
+Prefect task per step). A pipeline run is one MLflow run: open-run creates it (or reopens the run to resume); the
+steps inside it (RUN_STEPS) write only into its workspace (outputs/runs/<run id>/); publish copies the results to
 the fixed paths, records them in DVC and only then marks the run FINISHED.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from tasks.atomic import file_lock, write_text_atomic
-from tasks.data.data_lock import prepared_data_lock
+from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.prepare import fingerprint, left_out_line, prepare, up_to_date
 from tasks.data.validate import save_report, validate
 from tasks.launch.hostlist import host_slots, listed
@@ -47,62 +49,125 @@ OnLine = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class RunLabels:
+    """How a new MLflow run is labelled: what started it (MLflow's Source column), its tags (a sweep's trial: its
+    parent run), its name's prefix (the trial's number)."""
+    source: RunSource = COMMAND
+    tags: dict[str, str] = field(default_factory=dict)
+    name_prefix: str = ""
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """What the steps inside one MLflow run are given: the params, the run, the preflight's result (the training
-    needs it), where the training's lines go, and whether the training writes what evaluate, export and register
-    read (a sweep's trial or a scaling run ends after training: it needs none)."""
+    """One pipeline run as its steps hand it on: the params; what earlier steps gave (preflight's check, the data
+    version, the run's id) or the entry point gave instead (a sweep's data version and its hosts' answers, the run a
+    dvc stage works on); and how this entry point runs it: the new run's labels and state, the data lock's holder
+    (named after the run once it exists), where the training's lines go, whether the training writes what
+    evaluate, export and register read (a sweep's trial or a scaling run, which end after training, need none), and
+    the dvc.yaml stage it is (which publishes only its own step's items; `dvc repro` records dvc.lock)."""
     params: Params
-    run_id: str
+    run_id: str = ""
     check: LaunchCheck | None = None
+    version: dvc.DataVersion | None = None
+    state: RunState | None = None
+    labels: RunLabels = RunLabels()
+    probed: Probed | None = None
+    holder: DataHolder | None = None
     on_line: OnLine = print
     model_outputs: bool = True
+    stage: str = ""
 
     def launch_check(self) -> LaunchCheck:
         if self.check is None:
-            raise ValueError(f"run {self.run_id}: the training step needs the preflight's result")
+            raise ValueError(f"run {self.run_id or '(not open)'}: this step needs the preflight's result")
         return self.check
+
+    def data_version(self) -> dvc.DataVersion:
+        if self.version is None:
+            raise ValueError(f"run {self.run_id or '(not open)'}: this step needs the data's version")
+        return self.version
 
 
 @dataclass(frozen=True)
 class RunStep:
-    """A step inside one MLflow run: what it does with the run, the workspace items it publishes (a dvc.yaml stage
-    of the same name), whether a failure of it may pass when it runs again (from the run's last checkpoint), and
-    how its result reads in a line."""
+    """A step of a pipeline run: what it does with the run, the field of the run its result fills for the steps
+    after it, the workspace items it publishes (a dvc.yaml stage of the same name), whether a failure of it may
+    pass when it runs again (from the run's last checkpoint), and how its result reads."""
     name: str
-    publishes: tuple[str, ...]
     call: Callable[[RunContext], Any]
+    gives: str = ""
+    publishes: tuple[str, ...] = ()
     retried: bool = False
-    shown: Callable[[Any], str] = str
+    shown: Callable[[RunContext, Any], str] = lambda run, result: str(result)
 
 
-RUN_STEPS = (
-    RunStep("train", ("model",), retried=True, call=lambda run: train_step(
-        run.params, run.run_id, run.launch_check(), run.on_line, run.model_outputs)),
-    RunStep("evaluate", ("metrics.json", "evaluation"), lambda run: evaluate_step(run.run_id)),
-    RunStep("export", ("savedmodel",), lambda run: export_step(run.run_id), shown=lambda path: f"savedmodel: {path}"),
-    RunStep("register", ("gate.json",), lambda run: register_step(run.run_id, run.params),
-            shown=lambda decision: decision.sentence()))
-TRAINING, AFTER_TRAINING = RUN_STEPS[0].name, RUN_STEPS[1].name  # trials and scaling runs end with the training
-PIPELINE_STEPS = ("prepare", "preflight", "version", "open-run", *(step.name for step in RUN_STEPS), "publish")
+def open_step(run: RunContext) -> str:
+    """open-run as a step: the run's id; the data lock's holder is named after it."""
+    run_id = open_run_step(run.params, run.launch_check(), run.version, run.state, run.labels)
+    if run.holder:
+        run.holder.rename(f"MLflow run {run_id}")
+    return run_id
+
+
+def publish_items(run: RunContext) -> str:
+    """publish as a step: everything the run made, or a dvc stage's own items (dvc repro records dvc.lock)."""
+    names = list(step_named(run.stage).publishes) if run.stage else PUBLISHED_ITEMS
+    return publish_step(run.params, run.run_id, names, record=not run.stage)
+
+
+STEPS = (
+    RunStep("preflight", lambda run: preflight_step(run.params, run.probed), gives="check",
+            shown=lambda run, check: "\n".join(preflight_lines(run.params, check))),
+    RunStep("version", lambda run: version_step(), gives="version",
+            shown=lambda run, version: f"data {version.data_hash} at git {version.git_commit} (in the DVC remote)"),
+    RunStep("open-run", open_step, gives="run_id", shown=lambda run, run_id: f"MLflow run {run_id}"),
+    RunStep("train", lambda run: train_step(run.params, run.run_id, run.launch_check(), run.on_line,
+                                            run.model_outputs), publishes=("model",), retried=True),
+    RunStep("evaluate", lambda run: evaluate_step(run.run_id), publishes=("metrics.json", "evaluation")),
+    RunStep("export", lambda run: export_step(run.run_id), publishes=("savedmodel",),
+            shown=lambda run, path: f"savedmodel: {path}"),
+    RunStep("register", lambda run: register_step(run.run_id, run.params), publishes=("gate.json",),
+            shown=lambda run, decision: decision.sentence()),
+    RunStep("publish", publish_items, shown=lambda run, outcome: f"published run {run.run_id}; {outcome}"))
+STEP_NAMES = tuple(step.name for step in STEPS)
+PIPELINE_STEPS = ("prepare", *STEP_NAMES)  # prepare runs once before one run or many (a sweep's, a scaling's)
+RUN_STEPS = tuple(step for step in STEPS if step.publishes)  # inside one MLflow run: the dvc.yaml stages
 PUBLISHED_ITEMS = [item for step in RUN_STEPS for item in step.publishes]
+TRAINING = "train"
+CHECKS = STEP_NAMES[:STEP_NAMES.index("open-run")]  # the flow decides after them whether anything changed
+OPENED = STEP_NAMES[STEP_NAMES.index("open-run"):]  # from the run's opening to its publishing
+TRAINING_RUN = ("preflight", "open-run", TRAINING)  # a run that ends with its training: a sweep's trial, a scaling run
+AFTER_TRAINING = STEP_NAMES[STEP_NAMES.index(TRAINING) + 1:]  # a sweep's best trial, trained already
 StepRunner = Callable[[RunStep, RunContext], Any]  # how an entry point runs one step: directly, as a Prefect task
 
 
-def run_step_named(name: str) -> RunStep:
-    return next(step for step in RUN_STEPS if step.name == name)
+def step_named(name: str) -> RunStep:
+    return next(step for step in STEPS if step.name == name)
+
+
+def stage_steps(name: str) -> tuple[str, ...]:
+    """The steps of a dvc.yaml stage: its own and its publishing; the training first opens its run."""
+    return (*TRAINING_RUN, "publish") if name == TRAINING else (name, "publish")
 
 
 def run_directly(step: RunStep, run: RunContext) -> Any:
     return step.call(run)
 
 
-def run_steps(run: RunContext, first: str = RUN_STEPS[0].name, last: str = RUN_STEPS[-1].name,
-              runner: StepRunner = run_directly) -> dict[str, Any]:
-    """The one driver of the steps inside a run, for every entry point (the flows, the command line and the
-    dvc.yaml stages, a sweep's trials, the scaling runs): the steps from `first` to `last` in their one order,
-    each through `runner`; their results by name."""
-    names = [step.name for step in RUN_STEPS]
-    return {step.name: runner(step, run) for step in RUN_STEPS[names.index(first):names.index(last) + 1]}
+def run_steps(run: RunContext, names: Collection[str] = STEP_NAMES,
+              runner: StepRunner = run_directly) -> tuple[RunContext, dict[str, Any]]:
+    """The one driver of a pipeline run's steps, for every entry point (the flows, the command line and the
+    dvc.yaml stages, a sweep's trials and its best trial, the scaling runs): those `names` in the steps' one order,
+    each through `runner`, each given what the ones before gave; the run as they left it, their results by name."""
+    if unknown := set(names) - set(STEP_NAMES):
+        raise ValueError(f"not a step of a pipeline run: {', '.join(sorted(unknown))}")
+    results: dict[str, Any] = {}
+    for step in STEPS:
+        if step.name in names:
+            results[step.name] = runner(step, run)
+            if step.gives:
+                run = replace(run, **{step.gives: results[step.name]})
+    return run, results
 
 
 def convert_step(params: Params, on_line: OnLine = print) -> bool:
@@ -184,17 +249,16 @@ def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
 
 
 def open_run_step(params: Params, check: LaunchCheck, version: dvc.DataVersion | None = None,
-                  state: RunState | None = None, source: RunSource = COMMAND, tags: dict[str, str] | None = None,
-                  name_prefix: str = "") -> str:
-    """The MLflow run of this pipeline run (`source` started it): a new one, or the run named by
+                  state: RunState | None = None, labels: RunLabels = RunLabels()) -> str:
+    """The MLflow run of this pipeline run (labelled as `labels` say): a new one, or the run named by
     train.resume_from, reopened."""
     if params.train.resume_from:
         run_id = resumable_run(params, params.train.resume_from).run_id
         mlflow_store.reopen_run(run_id)
         return run_id
     version = version or dvc.data_version()
-    run_id = run_log.open_run(params, version, state or run_state(params, version), source, tags, name_prefix,
-                              check.gpus_per_host)
+    run_id = run_log.open_run(params, version, state or run_state(params, version), labels.source, labels.tags,
+                              labels.name_prefix, check.gpus_per_host)
     mlflow_store.client().log_text(run_id, "\n".join(data_plan_step(params, check)) + "\n", "data_plan.txt")
     return run_id
 
@@ -280,13 +344,11 @@ def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS
     return outcome
 
 
-def scaling_train_step(params: Params, on_line: OnLine = print) -> str:
+def scaling_train_step(params: Params, version: dvc.DataVersion, on_line: OnLine = print) -> str:
     """One finished training run at params.train.np, in its own workspace, for a scaling report."""
-    check = preflight_step(params)
-    run_id = open_run_step(params, check)
-    run_steps(RunContext(params, run_id, check, on_line, model_outputs=False), last=TRAINING)
-    mlflow_store.end_run(run_id, ok=True)
-    return run_id
+    run, _ = run_steps(RunContext(params, version=version, on_line=on_line, model_outputs=False), TRAINING_RUN)
+    mlflow_store.end_run(run.run_id, ok=True)
+    return run.run_id
 
 
 def scaling_report_step(params: Params, runs: list[tuple[int, str]]) -> tuple[list[dict[str, Any]], str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tasks import steps
@@ -92,33 +92,46 @@ def trial_tags(sweep: Sweep, number: int) -> dict[str, str]:
     return {PARENT_TAG: sweep.parent_run_id, TRIAL_TAG: str(number)}
 
 
-def open_trial_run(sweep: Sweep, params: Params, number: int, check: Any) -> str:
-    """The trial's MLflow run, a child of the sweep's run."""
-    return steps.open_run_step(params, check, sweep.version, run_state(params, sweep.version), sweep.source,
-                               tags=trial_tags(sweep, number), name_prefix=f"trial-{number}")
-
-
 def unlaunched_run(sweep: Sweep, params: Params, number: int) -> str:
     """The run of a trial refused before its launch (bad input for its values): listed with the others."""
     return run_log.open_run(params, sweep.version, run_state(params, sweep.version), sweep.source,
                             trial_tags(sweep, number), f"trial-{number}")
 
 
-def train_trial(sweep: Sweep, trial: Any, params: Params, run_id: str, check: Any) -> EpochReporter:
-    """The training step of the trial, once more from its checkpoint when the failure may pass."""
-    for attempt in (1, 2):
-        reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line)
-        try:
-            steps.run_steps(steps.RunContext(params, run_id, check, reporter, model_outputs=False),
-                            last=steps.TRAINING)
-            return reporter
-        except TrialPruned:
-            raise
-        except Exception as error:  # a retryable failure gets one more try; the rest end the trial
-            if attempt == 2 or interrupted() or is_bad_input(error) or not getattr(error, "retryable", True):
+class TrialRunner:
+    """How a trial runs its steps: directly, and its training once more from its checkpoint when the failure may
+    pass, each try reporting rank 0's epochs to the pruner. It keeps the trial's run (to mark it however it ends)
+    and the last try's reporter (the metric's values)."""
+
+    def __init__(self, sweep: Sweep, trial: Any) -> None:
+        self.sweep, self.trial = sweep, trial
+        self.run_id: str | None = None
+        self.reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line)
+
+    def __call__(self, step: steps.RunStep, run: steps.RunContext) -> Any:
+        self.run_id = run.run_id or None
+        if not step.retried:
+            return step.call(run)
+        for attempt in (1, 2):
+            self.reporter = EpochReporter(self.trial, self.sweep.sweep.metric, self.sweep.on_line)
+            try:
+                return step.call(replace(run, on_line=self.reporter))
+            except TrialPruned:
                 raise
-            sweep.on_line(f"trial {trial.number}: {sentence(error)}; trying again from its last checkpoint")
-    raise AssertionError("unreachable")
+            except Exception as error:  # a retryable failure gets one more try; the rest end the trial
+                if attempt == 2 or interrupted() or is_bad_input(error) or not getattr(error, "retryable", True):
+                    raise
+                self.sweep.on_line(f"trial {self.trial.number}: {sentence(error)}; trying again from its last "
+                                   "checkpoint")
+        raise AssertionError("unreachable")
+
+
+def trial_run(sweep: Sweep, params: Params, number: int) -> steps.RunContext:
+    """A trial's pipeline run before its steps: the sweep's data version and hosts' answers, a child run of the
+    sweep's, numbered."""
+    labels = steps.RunLabels(sweep.source, trial_tags(sweep, number), f"trial-{number}")
+    return steps.RunContext(params, version=sweep.version, state=run_state(params, sweep.version), labels=labels,
+                            probed=sweep.probed, model_outputs=False)
 
 
 def run_trial(sweep: Sweep) -> TrialOutcome:
@@ -139,21 +152,27 @@ def asked_trial(sweep: Sweep, placed: dict[str, int]) -> TrialOutcome:
     with sweep.asking:
         trial = sweep.study.ask()
         values = suggest(trial, sweep.sweep)
-    started, run_id = time.monotonic(), None
+    started = time.monotonic()
     params = placed_params(sweep.base, values, placed, sweep.parallel)  # the space was checked before
+    runner = TrialRunner(sweep, trial)
     try:
-        check = steps.preflight_step(params, sweep.probed)
-        run_id = open_trial_run(sweep, params, trial.number, check)
-        reporter = train_trial(sweep, trial, params, run_id, check)
+        run, _ = steps.run_steps(trial_run(sweep, params, trial.number), steps.TRAINING_RUN, runner)
     except TrialPruned as pruned:
         sweep.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        return ended(sweep, trial.number, run_id, values, "pruned", str(pruned), started, pruned.epoch)
+        return ended(sweep, trial.number, runner.run_id, values, "pruned", str(pruned), started, pruned.epoch)
     except Exception as error:  # bad input or a failure after its retry: the sweep goes on (not after Ctrl-C)
         if interrupted():
             raise KeyboardInterrupt from error
         sweep.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        run_id = run_id or unlaunched_run(sweep, params, trial.number)
+        run_id = runner.run_id or unlaunched_run(sweep, params, trial.number)
         return ended(sweep, trial.number, run_id, values, "failed", sentence(error), started, 0)
+    return finished(sweep, trial, run.run_id, runner.reporter, values, started)
+
+
+def finished(sweep: Sweep, trial: Any, run_id: str, reporter: EpochReporter, values: dict[str, Any],
+             started: float) -> TrialOutcome:
+    """A trial whose training ended: the study told its metric (a failure when no epoch reported it)."""
+    import optuna
     if not reporter.values:  # no epoch reported the metric: nothing to compare it by
         sweep.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return ended(sweep, trial.number, run_id, values, "failed", f"no epoch reported {sweep.sweep.metric}",

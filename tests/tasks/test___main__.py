@@ -95,7 +95,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 def test_the_train_stage_opens_a_run_trains_and_publishes_the_model(calls: list[tuple]) -> None:
     assert cli.stage("train", Params()) == "mlflow run: new-run"
     source = RunSource("dvc repro (python -m tasks train)")  # the run's Source in MLflow's UI
-    assert calls == [("preflight", "params"), ("open-run", "params", "the-check", ("source", source)),
+    assert calls == [("preflight", "params", None),
+                     ("open-run", "params", "the-check", None, None, steps.RunLabels(source)),
                      ("train", "params", "new-run", "the-check", print, True),
                      ("publish", "params", "new-run", ["model"], ("record", False))]
 

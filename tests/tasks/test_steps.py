@@ -43,29 +43,36 @@ def test_the_pipeline_runs_its_steps_in_one_order() -> None:
     assert steps.PUBLISHED_ITEMS == ["model", "metrics.json", "evaluation", "savedmodel", "gate.json"]
 
 
-def test_a_run_step_is_found_by_name() -> None:
-    export = steps.run_step_named("export")
+def test_a_step_is_found_by_name() -> None:
+    export = steps.step_named("export")
     assert (export.name, export.publishes, export.retried) == ("export", ("savedmodel",), False)
-    assert [step.name for step in steps.RUN_STEPS if step.retried] == ["train"]  # only a failure there may pass
+    assert [step.name for step in steps.STEPS if step.retried] == ["train"]  # only a failure there may pass
+    assert [step.name for step in steps.RUN_STEPS] == ["train", "evaluate", "export", "register"]
     with pytest.raises(StopIteration):
-        steps.run_step_named("prepare")  # not a step inside a run
+        steps.step_named("prepare")  # before a run's steps: once for one run or many
 
 
-def test_one_driver_runs_the_steps_of_a_run_in_their_order_from_first_to_last() -> None:
-    run = steps.RunContext(Params(), "run1")
-    ran: list[tuple[str, str]] = []
+def test_each_entry_point_runs_a_part_of_the_one_sequence() -> None:
+    assert steps.CHECKS + steps.OPENED == steps.STEP_NAMES  # the flow, which may skip an unchanged run between
+    assert steps.TRAINING_RUN == ("preflight", "open-run", "train")  # a sweep's trial, a scaling run
+    assert steps.AFTER_TRAINING == ("evaluate", "export", "register", "publish")  # a sweep's best trial
+    assert steps.stage_steps("train") == ("preflight", "open-run", "train", "publish")  # the dvc.yaml stages
+    assert steps.stage_steps("export") == ("export", "publish")
 
-    def runner(step: steps.RunStep, given: steps.RunContext) -> str:
-        ran.append((step.name, given.run_id))
-        return f"{step.name} done"
-    assert steps.run_steps(run, runner=runner) == {name: f"{name} done" for name in
-                                                   ("train", "evaluate", "export", "register")}
-    assert [name for name, _ in ran] == ["train", "evaluate", "export", "register"] and {r for _, r in ran} == {"run1"}
-    ran.clear()
-    assert list(steps.run_steps(run, first=steps.AFTER_TRAINING, runner=runner)) == ["evaluate", "export", "register"]
-    assert list(steps.run_steps(run, last=steps.TRAINING, runner=runner)) == ["train"]
-    with pytest.raises(ValueError, match="run run1: the training step needs the preflight's result"):
-        steps.run_steps(run, last=steps.TRAINING)  # the training itself, without a preflight
+
+def test_one_driver_runs_the_named_steps_in_their_order_each_given_what_the_ones_before_gave() -> None:
+    seen: list[tuple[str, Any, str]] = []
+
+    def runner(step: steps.RunStep, given: steps.RunContext) -> Any:
+        seen.append((step.name, given.check, given.run_id))
+        return {"check": "the-check", "run_id": "run1"}.get(step.gives, f"{step.name} done")
+    run, results = steps.run_steps(steps.RunContext(Params()), ["train", "open-run", "preflight"], runner)
+    assert seen == [("preflight", None, ""), ("open-run", "the-check", ""), ("train", "the-check", "run1")]
+    assert results == {"preflight": "the-check", "open-run": "run1", "train": "train done"} and run.run_id == "run1"
+    with pytest.raises(ValueError, match="not a step of a pipeline run: prepare"):
+        steps.run_steps(run, ["prepare"], runner)
+    with pytest.raises(ValueError, match=r"run run1: this step needs the preflight's result"):
+        steps.run_steps(steps.RunContext(Params(), "run1"), [steps.TRAINING])  # the training without a preflight
 
 
 def test_each_run_step_is_the_dvc_stage_of_its_name_and_publishes_what_the_stage_outputs() -> None:

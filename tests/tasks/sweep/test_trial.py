@@ -1,6 +1,6 @@
-"""A trial's training is tried once more when its failure may pass (from its checkpoint: the same run), never when
-its input is bad or the pruner stopped it. The training step itself is replaced here by one that fails as asked:
-the real launches are tests/flows/test_sweep.py's."""
+"""A trial's runner tries its training once more when its failure may pass (from its checkpoint: the same run),
+never when its input is bad or the pruner stopped it. The training step itself is replaced here by one that fails
+as asked: the real launches are tests/flows/test_sweep.py's."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -8,11 +8,20 @@ from typing import Any, Callable
 import optuna
 import pytest
 
+from tasks import steps
 from tasks.launch.output.diagnosis import RankFailed
+from tasks.launch.preflight import LaunchCheck
 from tasks.params import Params, ParamsError
 from tasks.sweep import trial as trial_module
 from tasks.sweep.pruning import TrialPruned
-from tasks.sweep.trial import Sweep, train_trial
+from tasks.sweep.trial import Sweep, TrialRunner
+
+
+def train_trial(sweep: Sweep, trial: Any) -> TrialRunner:
+    """A trial's training step (in run1) through the trial's runner."""
+    runner = TrialRunner(sweep, trial)
+    steps.run_steps(steps.RunContext(Params(), "run1", LaunchCheck("gloo")), [steps.TRAINING], runner)
+    return runner
 
 
 def sweep_of(study: Any, said: list[str]) -> Sweep:
@@ -37,8 +46,8 @@ def test_a_failure_that_may_pass_is_tried_once_more_in_the_same_run(monkeypatch:
                         training_that([RankFailed("rank 1 on h2 lost", retryable=True)], calls))
     said: list[str] = []
     study = optuna.create_study(direction="maximize")
-    reporter = train_trial(sweep_of(study, said), study.ask(), Params(), "run1", "the-check")
-    assert calls == ["run1", "run1"] and reporter.values == [0.1, 0.2]
+    runner = train_trial(sweep_of(study, said), study.ask())
+    assert calls == ["run1", "run1"] and runner.reporter.values == [0.1, 0.2] and runner.run_id == "run1"
     assert any("trying again from its last checkpoint" in line for line in said)
 
 
@@ -54,7 +63,7 @@ def test_bad_input_or_a_second_failure_ends_the_trial(monkeypatch: pytest.Monkey
     monkeypatch.setattr(trial_module.steps, "train_step", training_that(failures, calls))
     study = optuna.create_study(direction="maximize")
     with pytest.raises((RankFailed, ParamsError)):
-        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", "the-check")
+        train_trial(sweep_of(study, []), study.ask())
     assert len(calls) == (2 if getattr(failure, "retryable", False) else 1)
 
 
@@ -64,5 +73,5 @@ def test_a_pruned_trial_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> N
                                                                         calls))
     study = optuna.create_study(direction="maximize")
     with pytest.raises(TrialPruned):
-        train_trial(sweep_of(study, []), study.ask(), Params(), "run1", "the-check")
+        train_trial(sweep_of(study, []), study.ask())
     assert calls == ["run1"]

@@ -52,15 +52,36 @@ def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -
     return (image_size, image_size, channels) if image_size else (height, width, channels)
 
 
+def decode_image(encoded: Any, channels: int) -> Any:
+    """Encoded image bytes (JPEG, PNG, GIF's first frame, BMP) -> uint8 [H, W, channels]: how the training reads
+    its records and the SavedModel's bytes signature reads what it is sent. Decoded as stored, then converted:
+    TensorFlow's BMP and GIF decoders give no grey, and its PNG and JPEG decoders convert each their own way."""
+    import tensorflow as tf
+    if channels not in (1, 3):
+        return tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+    image = tf.io.decode_image(encoded, channels=0, expand_animations=False)
+    colour = tf.shape(image)[-1] >= 3  # RGB or RGBA, else grey or grey with alpha
+
+    def grey() -> Any:
+        luma = tf.image.rgb_to_grayscale(tf.cast(image[..., :3], tf.float32))
+        return tf.cast(tf.clip_by_value(tf.round(luma), 0, 255), tf.uint8)
+    if channels == 1:
+        image = tf.cond(colour, grey, lambda: image[..., :1])
+    else:
+        image = tf.cond(colour, lambda: image[..., :3], lambda: tf.image.grayscale_to_rgb(image[..., :1]))
+    return tf.ensure_shape(image, [None, None, channels])
+
+
 def decode_example(serialized: Any, channels: int) -> tuple[Any, Any]:
     """A serialized Example -> (uint8 image [H, W, channels], int32 label)."""
     import tensorflow as tf
     parsed = tf.io.parse_single_example(serialized, feature_spec())
-    image = tf.io.decode_image(parsed["image/encoded"], channels=channels, expand_animations=False)
-    return image, tf.cast(parsed["image/class/label"], tf.int32)
+    return decode_image(parsed["image/encoded"], channels), tf.cast(parsed["image/class/label"], tf.int32)
 
 
-def _sized(image: Any, shape: tuple[int, int, int], resize: bool) -> Any:
+def sized_image(image: Any, shape: tuple[int, int, int], resize: bool) -> Any:
+    """A decoded uint8 image as the model takes it: resized (bilinear, rounded back to uint8) to `shape` when
+    `resize`, else checked to have it."""
     import tensorflow as tf
     if resize:
         image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, shape[:2])), 0, 255), tf.uint8)
@@ -71,7 +92,7 @@ def _loader(shape: tuple[int, int, int], resize: bool) -> Any:
     """serialized Example -> (uint8 image of `shape`, label)."""
     def load(serialized: Any) -> tuple[Any, Any]:
         image, label = decode_example(serialized, shape[2])
-        return _sized(image, shape, resize), label
+        return sized_image(image, shape, resize), label
     return load
 
 

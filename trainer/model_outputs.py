@@ -26,12 +26,15 @@ PARITY_IMAGES = 256
 BATCH = 256
 
 
-def write_savedmodel(model: Any, path: Path) -> None:
-    """Save a trained Keras model's `serving_default` signature (images -> probabilities, classes) with the
-    variables it reads. The SavedModel holds that function, not the Keras object: its readers (the reload check,
-    the MLflow model, serving) use the signature only, and the Keras object's per-layer call traces made saving
-    about 6 times slower (measured: 2.7 s against 0.4 s for the digits' model)."""
+def write_savedmodel(model: Any, path: Path, class_names: list[str]) -> None:
+    """Save a trained Keras model's signatures with the variables they read: `serving_default` (float32 images of
+    the model's input -> probabilities, class indices) and `serving_bytes` (encoded images -> class names, scores;
+    trainer/serving_bytes.py). The SavedModel holds those functions, not the Keras object: its readers (the reload
+    check, the MLflow model, serving) use the signatures only, and the Keras object's per-layer call traces made
+    saving about 6 times slower (measured: 2.7 s against 0.4 s for the digits' model)."""
     import tensorflow as tf
+
+    from trainer.serving_bytes import BYTES_SIGNATURE, bytes_signature
     spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32, name="images")
 
     @tf.function(input_signature=[spec], autograph=False)
@@ -41,7 +44,8 @@ def write_savedmodel(model: Any, path: Path) -> None:
 
     holder = tf.Module()
     holder.model_variables = list(model.variables)  # what serve reads; saved with it
-    tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve})
+    serve_bytes = bytes_signature(model, tuple(model.input_shape[1:]), class_names)
+    tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve, BYTES_SIGNATURE: serve_bytes})
 
 
 def split_predictions(model: Any, data_dir: Path, manifest: dict[str, Any], split: str,
@@ -74,11 +78,12 @@ def write_model_outputs(model_dir: Path, data_dir: Path, manifest: dict[str, Any
     import tensorflow as tf
     tf.keras.mixed_precision.set_global_policy("float32")  # as a later process loads it
     model = load_model(model_dir)
-    input_shape = tuple(read_spec(model_dir)["input_shape"])
+    spec = read_spec(model_dir)
+    input_shape = tuple(spec["input_shape"])
     probabilities, labels, images = split_predictions(model, data_dir, manifest, "test", input_shape)
     tmp = model_dir / f".tmp-{SAVEDMODEL}"
     shutil.rmtree(tmp, ignore_errors=True)
-    write_savedmodel(model, tmp)
+    write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])])
     shutil.rmtree(model_dir / SAVEDMODEL, ignore_errors=True)
     os.replace(tmp, model_dir / SAVEDMODEL)
     sample = images[:PARITY_IMAGES]

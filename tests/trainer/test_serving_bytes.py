@@ -1,0 +1,100 @@
+"""The SavedModel's bytes signature: encoded images in, class names and scores out, read as the training reads its
+records; a wrong item gets its reason, the rest of its batch its answer."""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.helpers import read_split
+from trainer.model_outputs import SIGNATURE
+from trainer.serving_bytes import BYTES_SIGNATURE, MAX_IMAGE_BYTES
+
+CLASS_NAMES = [f"digit {index}" for index in range(10)]
+
+
+@dataclass(frozen=True)
+class Signatures:
+    floats: Any  # serving_default: float32 images of the model's input -> probabilities
+    encoded: Any  # serving_bytes
+    images: np.ndarray  # the test split, uint8 [N, 8, 8]
+    labels: np.ndarray
+
+
+@pytest.fixture(scope="module")
+def signatures(digits_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Signatures:
+    """A small CNN trained a few epochs on the digits, saved as the training's lead saves it, loaded back."""
+    import tensorflow as tf
+
+    from trainer.model_outputs import write_savedmodel
+    from trainer.models import build_model
+    model = build_model("small_cnn", (8, 8, 1), 10)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    train_images, train_labels = read_split(digits_data, "train")
+    model.fit(train_images, train_labels, epochs=8, batch_size=32, verbose=0)
+    path = tmp_path_factory.mktemp("savedmodel") / "savedmodel"
+    write_savedmodel(model, path, CLASS_NAMES)
+    loaded = tf.saved_model.load(str(path))
+    images, labels = read_split(digits_data, "test")
+    return Signatures(loaded.signatures[SIGNATURE], loaded.signatures[BYTES_SIGNATURE],
+                      images[..., 0].astype(np.uint8), labels)
+
+
+def encoded(image: np.ndarray, image_format: str, **options: Any) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(image).save(out, image_format, **options)
+    return out.getvalue()
+
+
+def classify(signatures: Signatures, items: list[bytes]) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+    return {name: value.numpy() for name, value in signatures.encoded(images_bytes=tf.constant(items)).items()}
+
+
+def test_png_bytes_are_classified_as_their_pixels_are_and_jpeg_bytes_within_its_loss(signatures: Signatures) -> None:
+    import tensorflow as tf
+    floats = signatures.floats(images=tf.constant(signatures.images[..., None], tf.float32))["probabilities"].numpy()
+    png = classify(signatures, [encoded(image, "PNG") for image in signatures.images])
+    assert np.allclose(png["scores"], floats, atol=1e-5) and set(png["errors"]) == {b""}
+    assert [name.decode() for name in png["classes"]] == [CLASS_NAMES[index] for index in floats.argmax(axis=1)]
+    assert (png["top_k"][:, 0] == floats.argmax(axis=1)).all() and png["top_k"].shape == (len(floats), 5)
+    assert (floats.argmax(axis=1) == signatures.labels).mean() >= 0.8  # a model that tells the digits apart
+    jpeg = classify(signatures, [encoded(image, "JPEG", quality=95) for image in signatures.images])
+    assert (jpeg["top_k"][:, 0] == floats.argmax(axis=1)).mean() >= 0.95 and set(jpeg["errors"]) == {b""}
+
+
+def test_an_image_of_another_size_and_mode_is_resized_and_converted_as_the_training_does(
+        signatures: Signatures) -> None:
+    import tensorflow as tf
+
+    from trainer.data import sized_image
+    large = np.kron(signatures.images[:20], np.ones((4, 4), np.uint8))  # 32x32, each pixel 4x4
+    rgb = np.stack([signatures.images[:20]] * 3, axis=-1)  # RGB: read as one channel
+    resized = tf.map_fn(lambda image: sized_image(image, (8, 8, 1), resize=True), tf.constant(large[..., None]))
+    expected = signatures.floats(images=tf.cast(resized, tf.float32))["probabilities"].numpy()
+    assert np.allclose(classify(signatures, [encoded(image, "PNG") for image in large])["scores"], expected,
+                       atol=1e-5)
+    grey = classify(signatures, [encoded(image, "PNG") for image in signatures.images[:20]])["scores"]
+    assert np.allclose(classify(signatures, [encoded(image, "PNG") for image in rgb])["scores"], grey, atol=0.02)
+
+
+def test_each_wrong_item_gets_its_reason_and_the_rest_of_the_batch_its_answer(signatures: Signatures) -> None:
+    digit = encoded(signatures.images[0], "PNG")
+    colour = np.stack([signatures.images[1]] * 3, axis=-1)
+    items = [digit, b"", b"not an image at all", encoded(np.zeros((1, 1), np.uint8), "PNG"), digit[:40],
+             b"\x89PNG\r\n\x1a\n" + bytes(MAX_IMAGE_BYTES + 1), encoded(colour, "BMP"),
+             encoded(signatures.images[2], "GIF")]
+    answer = classify(signatures, items)
+    assert [error.decode() for error in answer["errors"]] == [
+        "", "empty: no image bytes", "not an image: neither JPEG, PNG, GIF nor BMP", "1x1 pixels: smaller than 4x4",
+        "not decodable: truncated, corrupt or of a kind TensorFlow does not read",
+        f"{MAX_IMAGE_BYTES + 9} bytes: over the limit of {MAX_IMAGE_BYTES}", "", ""]
+    assert answer["classes"][0] and all(answer["classes"][-2:]) and not any(answer["classes"][1:-2])
+    assert (answer["scores"][1:-2] == 0).all() and (answer["top_k"][1:-2] == -1).all()
+    alone = classify(signatures, [digit])
+    assert np.allclose(alone["scores"][0], answer["scores"][0], atol=1e-6)  # its answer, whatever its batch held

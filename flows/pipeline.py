@@ -109,10 +109,8 @@ def start_ahead() -> None:
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     """Retry only what may pass next time: not bad input, not an out-of-memory kill or a bug in a rank, nothing
     after Ctrl-C."""
-    from tasks.errors import is_bad_input
-    from tasks.interrupt import interrupted
-    error = state.result(raise_on_failure=False)
-    return not interrupted() and not is_bad_input(error) and getattr(error, "retryable", True)
+    from tasks.errors import may_pass_on_retry
+    return may_pass_on_retry(state.result(raise_on_failure=False))
 
 
 def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:

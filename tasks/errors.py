@@ -17,6 +17,13 @@ def is_bad_input(error: BaseException | None) -> bool:
     return bool(getattr(error, "bad_input", False))
 
 
+def may_pass_on_retry(error: BaseException | None) -> bool:
+    """Whether running a failed step again may pass: not after Ctrl-C, not bad input, not a failure that says it
+    would repeat (an out-of-memory kill, a bug in a rank)."""
+    from tasks.interrupt import interrupted
+    return not interrupted() and not is_bad_input(error) and bool(getattr(error, "retryable", True))
+
+
 def sentence(error: BaseException) -> str:
     """The error's first line (its type when it says nothing)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

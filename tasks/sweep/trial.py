@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tasks import steps
-from tasks.errors import is_bad_input, sentence
+from tasks.errors import may_pass_on_retry, sentence
 from tasks.interrupt import interrupted
 from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.launchers.choose import scheduler_for
@@ -119,7 +119,7 @@ class TrialRunner:
             except TrialPruned:
                 raise
             except Exception as error:  # a retryable failure gets one more try; the rest end the trial
-                if attempt == 2 or interrupted() or is_bad_input(error) or not getattr(error, "retryable", True):
+                if attempt == 2 or not may_pass_on_retry(error):
                     raise
                 self.sweep.on_line(f"trial {self.trial.number}: {sentence(error)}; trying again from its last "
                                    "checkpoint")

@@ -41,6 +41,7 @@ from tasks.versioning.dvc_record import record_outputs
 from tasks.versioning.run_state import RunState, run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import CONFIG_FILE_NAME
+from trainer.model_io import read_spec
 from trainer.prepared_data import read_manifest
 
 RUN_FILE = "run.json"  # beside the trained model: the MLflow run that trained it
@@ -307,9 +308,9 @@ def register_step(run_id: str, params: Params) -> GateDecision:
     the run is published."""
     workspace, registry = RunWorkspace(run_id), params.registry
     with mlflow_store.failing_marks_run(run_id):
-        images, probabilities = parity_sample(workspace.model_dir)
-        version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, images[:2], probabilities[:2],
-                                                       registry.model_name)
+        images, _ = parity_sample(workspace.model_dir)
+        version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, images[:2],
+                                                       read_spec(workspace.model_dir)["classes"], registry.model_name)
         accuracy = json.loads(workspace.metrics_file.read_text())["test_accuracy"]
         decision = model_registry.decide_gate(
             registry.model_name, version, accuracy, registry.min_delta, split_hash(read_manifest(PREPARED_DIR)),

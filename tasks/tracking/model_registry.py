@@ -60,24 +60,54 @@ class _PyfuncFlavor:
         mlflow.pyfunc.save_model(**kwargs)
 
 
-def log_registered_model(run_id: str, savedmodel: Path, example: np.ndarray, probabilities: np.ndarray,
+def encoded_examples(images: np.ndarray) -> list[bytes]:
+    """Float images (0..255) as PNG bytes: the registered model's input example, as a client sends images."""
+    import io
+
+    from PIL import Image
+    examples = []
+    for image in np.clip(np.rint(images), 0, 255).astype(np.uint8):
+        out = io.BytesIO()
+        Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image).save(out, "PNG")
+        examples.append(out.getvalue())
+    return examples
+
+
+def serving_signature() -> Any:
+    """The pyfunc model's signature: encoded images (or float pixels) in; class, score, each class's probability
+    and an error per image out (tasks/outputs/serving_model.py)."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Array, ColSpec, DataType, Map, Schema
+
+    from tasks.outputs.serving_model import IMAGE, PIXELS
+    pixels = Array(DataType.float)  # one image per row, flattened (MLflow checks nested arrays of numbers badly)
+    return ModelSignature(
+        inputs=Schema([ColSpec(DataType.binary, IMAGE, required=False), ColSpec(pixels, PIXELS, required=False)]),
+        outputs=Schema([ColSpec(DataType.string, "class"), ColSpec(DataType.double, "score"),
+                        ColSpec(Map(DataType.double), "probabilities"), ColSpec(DataType.string, "error")]))
+
+
+def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, class_names: list[str],
                          model_name: str) -> str:
-    """Log the SavedModel as a pyfunc MLflow model of the run (signature and input example: images and the trained
-    model's probabilities for them) and register it; returns the version. The run stays RUNNING: it finishes when
-    the whole pipeline has."""
+    """Log the SavedModel as a pyfunc MLflow model of the run (its signature; its input example: the `examples`
+    images as PNG bytes; the class names in its config) and register it; returns the version. The run stays
+    RUNNING: it finishes when the whole pipeline has."""
     from importlib.metadata import version as installed
 
     import mlflow
-    from mlflow.models import Model, infer_signature
+    import pandas as pd
+    from mlflow.models import Model
 
+    from tasks.outputs.serving_model import IMAGE
     mlflow.set_tracking_uri(mlflow_store.tracking_uri())
     mlflow.start_run(run_id=run_id)
     try:
         info = Model.log(
             artifact_path=None, name=MODEL_ARTIFACT, flavor=_PyfuncFlavor, flavor_name="pyfunc.ModelFromCode",
             python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
-            signature=infer_signature(example, probabilities), input_example=example,
-            pip_requirements=[f"tensorflow=={installed('tensorflow')}", f"mlflow=={mlflow.__version__}"],
+            model_config={"classes": class_names}, signature=serving_signature(),
+            input_example=pd.DataFrame({IMAGE: encoded_examples(examples)}),
+            pip_requirements=[f"tensorflow=={installed('tensorflow')}", f"mlflow=={mlflow.__version__}", "pandas"],
             registered_model_name=model_name, validate_serving_input=False)
     finally:
         mlflow.end_run(status="RUNNING")

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 
@@ -105,7 +106,9 @@ def logged_model_agrees(repo: Path, run_id: str, digest: str) -> None:
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
     registered = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}")
     images, _ = read_split(repo / "data" / "prepared", "test")
-    np.testing.assert_allclose(registered.predict(images), keras_model.predict(images, verbose=0), atol=1e-5)
+    answer = registered.predict(pd.DataFrame({"pixels": list(images.reshape(len(images), -1))}))
+    probabilities = [[row[name] for name in sorted(row, key=int)] for row in answer["probabilities"]]  # digits' names
+    np.testing.assert_allclose(probabilities, keras_model.predict(images, verbose=0), atol=1e-5)
 
 
 def test_two_pipelines_at_once_each_register_their_own_model(repo: Path, prefect_api: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tasks.data.prepare import prepare
@@ -14,27 +15,23 @@ from tasks.tracking import mlflow_store, model_registry
 from tasks.tracking.model_registry import CHALLENGER, CHAMPION, apply_gate, decide_gate, log_registered_model
 from tests.tasks.tracking.conftest import EXPERIMENT
 
+CLASS_NAMES = [f"digit {index}" for index in range(10)]
+
 
 def tiny_savedmodel(path: Path) -> Path:
-    """A SavedModel with ringflow's serving signature: 8x8x1 images -> 10 probabilities."""
+    """A SavedModel with ringflow's signatures, as the training writes them: 8x8x1 images -> 10 classes."""
     import tensorflow as tf
+
+    from trainer.model_outputs import write_savedmodel
     model = tf.keras.Sequential([tf.keras.layers.Input((8, 8, 1)), tf.keras.layers.Flatten(),
                                  tf.keras.layers.Dense(10, activation="softmax")])
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 1], tf.float32, name="images")])
-    def serve(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        probabilities = model(images)
-        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1)}
-
-    tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
+    write_savedmodel(model, path, CLASS_NAMES)
     return path
 
 
 def logged(run_id: str, savedmodel: Path, example: np.ndarray) -> str:
-    """log_registered_model with the SavedModel's own probabilities for the example (as the training writes them)."""
-    from tasks.outputs.serve_check import serving_function
-    probabilities = serving_function(str(savedmodel))(images=example)["probabilities"].numpy()
-    return log_registered_model(run_id, savedmodel, example, probabilities, "gate-test")
+    """log_registered_model, its input example made of `example`."""
+    return log_registered_model(run_id, savedmodel, example, CLASS_NAMES, "gate-test")
 
 
 def registered_run(savedmodel: Path, test_accuracy: float) -> str:
@@ -68,9 +65,16 @@ def test_gate_promotes_a_better_model_and_refuses_a_worse_one(store_dir: Path) -
     recorded = (tags["gate.decision"], tags["test_accuracy"], tags["gate.champion_accuracy"])
     assert recorded == ("challenger", "0.955", "0.95")
     model = mlflow.pyfunc.load_model("models:/gate-test@champion")
-    assert model.metadata.signature is not None and model.metadata.saved_input_example_info is not None
-    probabilities = model.predict(np.zeros((3, 8, 8, 1), np.float32))
-    assert probabilities.shape == (3, 10) and np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    assert [column["name"] for column in model.metadata.signature.inputs.to_dict()] == ["image", "pixels"]
+    example = model.input_example  # PNG bytes of the example images, as a client sends them
+    answer = model.predict(example)
+    assert list(answer.columns) == ["class", "score", "probabilities", "error"] and len(answer) == 2
+    assert set(answer["class"]) <= set(CLASS_NAMES) and set(answer["error"]) == {""}
+    pixels = np.rint(np.random.default_rng(0).uniform(0, 255, (2, 8, 8, 1))).astype(np.float32)  # as the PNGs hold
+    floats = model.predict(pd.DataFrame({"pixels": list(pixels.reshape(2, -1))}))  # a row per image, flattened
+    assert np.allclose([list(row.values()) for row in floats["probabilities"]],
+                       [list(row.values()) for row in answer["probabilities"]], atol=1e-5)
+    assert all(abs(sum(row.values()) - 1.0) < 1e-5 for row in floats["probabilities"])
 
 
 

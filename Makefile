@@ -1,6 +1,6 @@
 # ringflow: `make run` (set-up + the pipeline on the built-in dataset), `make test` (set-up + all tests),
 # `make test-fast` (set-up + the unit tier: everything not marked slow), `make lint` (ruff and mypy),
-# `make stop` (the local Prefect server a flow started).
+# `make stop` (the local Prefect server a flow started), `make serve-model` (the registry's champion over HTTP).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,7 +17,7 @@ TEST_WORKERS ?= 3
 # a module stays on one worker; the modules that use the test cluster share one (tests/parallel.py)
 PARALLEL = -n $(TEST_WORKERS)
 
-.PHONY: setup setup-test setup-services run sweep test test-fast lint ui serve services services-down stop repro clean
+.PHONY: setup setup-test setup-services run sweep test test-fast lint ui serve serve-model services services-down stop repro clean
 
 setup:
 	@bash scripts/setup.sh run
@@ -50,6 +50,9 @@ ui: setup
 
 serve: setup
 	@bash scripts/serve.sh
+
+serve-model: setup
+	@$(PY) -m tasks.serving $(ARGS)
 
 services: setup-services
 	@bash scripts/services.sh up

@@ -95,6 +95,17 @@ class PipelineParams(Section):
     retry_delay_seconds: float = Field(5, ge=0)
 
 
+class ServingParams(Section):
+    """make serve-model: the registry's champion over HTTP (tasks/serving/)."""
+    host: str = Field("127.0.0.1", min_length=1)  # the address it listens on (0.0.0.0: every interface)
+    port: int = Field(8501, ge=1, le=65535)  # TensorFlow Serving's REST port
+    max_batch_size: int = Field(32, ge=1, le=1024)  # images the model is given at once, from any requests
+    max_wait_ms: float = Field(2, ge=0, le=1000)  # how long a batch waits for more images once it has one
+    max_instances: int = Field(64, ge=1)  # images in one request; more: the request is refused
+    max_request_bytes: int = Field(32 * 2**20, ge=1024)  # a request's body; larger: refused before it is read
+    poll_seconds: float = Field(30, ge=1)  # how often the registry is asked which version is the champion
+
+
 SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}:[0-5]\d:[0-5]\d")  # [days-]HH:MM:SS
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a partition, account or QOS: it reaches the batch script
 
@@ -178,6 +189,7 @@ class Params(Section):
     registry: RegistryParams = RegistryParams()
     pipeline: PipelineParams = PipelineParams()
     sweep: SweepParams = SweepParams()
+    serving: ServingParams = ServingParams()
 
     @model_validator(mode="after")
     def _np_from_the_allocation(self) -> "Params":

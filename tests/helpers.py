@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import shutil
@@ -136,6 +137,16 @@ def api_call(api: str, path: str, body: Any = None, auth: str | None = None) -> 
                                      method="GET" if body is None else "POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
+
+
+def drawn_digit(digit: int) -> bytes:
+    """A digit written with PIL's font on a 32x32 canvas, as PNG bytes (what a client of the model server sends)."""
+    from PIL import Image, ImageDraw
+    image = Image.new("L", (32, 32), 0)
+    ImageDraw.Draw(image).text((8, 0), str(digit), fill=255, font_size=28, stroke_width=2, stroke_fill=255)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
 
 
 def read_split(data_dir: Path, split: str, rank: int = 0, size: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,7 @@
 """make serve: a Prefect server on 127.0.0.1 (its SQLite database under .prefect/), the local process work pool,
-the deployments of prefect.yaml, and a worker. Ctrl-C stops them all. PREFECT_PORT picks the port (4200)."""
+the deployments of prefect.yaml, a worker, and the model server of make serve-model (serving the registry's
+champion: a scheduled retraining that promotes a new one is served within serving.poll_seconds). Ctrl-C stops them
+all. PREFECT_PORT picks the Prefect port (4200), params.yaml's serving.port the model server's (8501)."""
 from __future__ import annotations
 
 import os
@@ -14,8 +16,8 @@ from tasks.paths import ROOT
 
 
 def serve() -> int:
-    """The server, the deployments and a worker, until Ctrl-C (exit 130) or a TERM (0); the worker first, then the
-    server, each given 30 s before it is killed."""
+    """The server, the deployments, a worker and the model server, until Ctrl-C (exit 130) or a TERM (0); the
+    worker and the model server first, then the server, each given 30 s before it is killed."""
     port = int(os.environ.get("PREFECT_PORT", "4200"))
     if not port_is_free(port):  # another server there would answer the health check in this one's place
         raise ServerFailed(f"port {port} is taken (make stop stops this checkout's local Prefect server; "
@@ -31,21 +33,24 @@ def serve() -> int:
         return stop.code
     finally:
         ignore_signals()
-        processes.stop_groups(30, [run_dir / "worker.pid"], home / "stop.log")
+        processes.stop_groups(30, [run_dir / "worker.pid", run_dir / "model-server.pid"], home / "stop.log")
         processes.stop_groups(30, [run_dir / "server.pid"], home / "stop.log")
     return 0
 
 
 def serving(port: int, home: Path, run_dir: Path) -> None:
-    """Start the server and wait for it, deploy, start the worker and watch both."""
+    """Start the server and wait for it, the model server, deploy, start the worker and watch them."""
     processes.start("server", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                     run_dir, home, cwd=ROOT)
     processes.wait_http("Prefect", f"http://127.0.0.1:{port}/api/health", run_dir / "server.pid",
                         home / "server.log", seconds=120)
+    processes.start("model-server", [str(BIN / "python"), "-m", "tasks.serving", "--wait-for-champion"], run_dir,
+                    home, cwd=ROOT, terminal=True)  # serves the champion the deployments' runs promote
     deploy()
     print(f"Prefect UI and API: http://127.0.0.1:{port}  (export PREFECT_API_URL={os.environ['PREFECT_API_URL']})")
     print(f"run:  {BIN / 'prefect'} deployment run 'training-pipeline/train' --param epochs=3 --watch", flush=True)
     processes.start("worker", [str(BIN / "prefect"), "worker", "start", "--pool", LOCAL_POOL, "--name",
                                f"ringflow-worker-{socket.gethostname()}"], run_dir, home, cwd=ROOT,
                     terminal=True)  # its flow runs' lines in this terminal
-    processes.watch({"worker": run_dir / "worker.pid", "server": run_dir / "server.pid"}, home)
+    processes.watch({"worker": run_dir / "worker.pid", "server": run_dir / "server.pid",
+                     "model-server": run_dir / "model-server.pid"}, home)

@@ -43,6 +43,15 @@ def columns_of(model_input: Any) -> dict[str, Any]:
     return {name: model_input[name] for name in getattr(model_input, "columns", [])}
 
 
+def answer_columns(scores: np.ndarray, errors: list[str], class_names: list[str]) -> dict[str, list[Any]]:
+    """The output's columns (OUTPUTS) from each image's class scores and error (make serve-model answers MLflow's
+    requests with them too)."""
+    best = scores.argmax(axis=1)
+    return {"class": [class_names[index] if not error else "" for index, error in zip(best, errors)],
+            "score": [float(row[index]) if not error else 0.0 for row, index, error in zip(scores, best, errors)],
+            "probabilities": [dict(zip(class_names, map(float, row))) for row in scores], "error": list(errors)}
+
+
 class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
     """Serves the exported SavedModel's two signatures with the class names of its training data."""
 
@@ -66,11 +75,7 @@ class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defi
             scores, errors = self._floats(images=tf.constant(images))["probabilities"].numpy(), [""] * len(images)
         else:
             raise ValueError(f"the input needs a column {IMAGE!r} (encoded images) or {PIXELS!r} (float images)")
-        best = scores.argmax(axis=1)
-        return pd.DataFrame({
-            "class": [self._names[index] if not error else "" for index, error in zip(best, errors)],
-            "score": [float(row[index]) if not error else 0.0 for row, index, error in zip(scores, best, errors)],
-            "probabilities": [dict(zip(self._names, map(float, row))) for row in scores], "error": errors})
+        return pd.DataFrame(answer_columns(scores, errors, self._names))
 
 
 mlflow.models.set_model(SavedModelClassifier())

@@ -6,6 +6,7 @@ and force, artifacts. (A run cancelled while it trains on the test cluster: test
 runs from the others' by their ids."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers import BIN, ROOT, api_call, copy_checkout, free_port, quiet_env, run
+from tests.helpers import BIN, ROOT, api_call, copy_checkout, drawn_digit, free_port, quiet_env, run
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -38,6 +39,7 @@ class Served:
     repo: Path
     api: str
     env: dict[str, str]
+    model_port: int  # make serve's model server
 
 
 def wait_for_worker(api: str, serve: subprocess.Popen, timeout: float = 240) -> None:
@@ -67,6 +69,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[
     repo = copy_checkout(tmp_path_factory.mktemp("served"))
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["train"].update(epochs=2, **train)
+    params["serving"].update(port=free_port(), poll_seconds=1)  # make serve's model server
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", "2 epochs"],
                    cwd=repo, check=True)
@@ -80,7 +83,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[
     api = f"http://127.0.0.1:{port}/api"
     try:
         wait_for_worker(api, serve)
-        yield Served(repo, api, env | {"PREFECT_API_URL": api})
+        yield Served(repo, api, env | {"PREFECT_API_URL": api}, params["serving"]["port"])
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         try:
@@ -225,6 +228,21 @@ def test_evaluation_report_and_registered_model(served: Served, trained: Trained
     answer = model.predict(model.input_example)  # two test images as PNG bytes, as a client sends them
     assert len(answer) == 2 and set(answer["error"]) == {""} and set(answer["class"]) <= set("0123456789")
     assert len(model.predict(pd.DataFrame({"pixels": list(np.zeros((3, 64), np.float32))}))) == 3  # 8x8x1, flat
+
+
+def test_make_serve_serves_the_champion_a_deployment_run_promotes(served: Served, trained: Trained) -> None:
+    """make serve's model server started before any model was registered; it serves what the run promoted."""
+    from mlflow.tracking import MlflowClient
+    champion = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}") \
+        .get_model_version_by_alias("ringflow", "champion")
+    model_server = f"http://127.0.0.1:{served.model_port}/v1/models/ringflow"
+    deadline = time.monotonic() + 60
+    while (status := api_call(model_server, "")["model_version_status"][0])["version"] != str(champion.version):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    drawn = base64.b64encode(drawn_digit(4)).decode()
+    answer = api_call(f"{model_server}:predict", "", {"instances": [{"b64": drawn}]})["predictions"][0]
+    assert answer["classes"] in [str(digit) for digit in range(10)] and answer["errors"] == ""
 
 
 def test_prefect_artifacts_summarize_the_run(served: Served, trained: Trained) -> None:

@@ -98,3 +98,17 @@ def test_each_wrong_item_gets_its_reason_and_the_rest_of_the_batch_its_answer(si
     assert (answer["scores"][1:-2] == 0).all() and (answer["top_k"][1:-2] == -1).all()
     alone = classify(signatures, [digit])
     assert np.allclose(alone["scores"][0], answer["scores"][0], atol=1e-6)  # its answer, whatever its batch held
+
+
+def test_a_batch_without_a_usable_image_is_answered_item_by_item(tmp_path: Path) -> None:
+    """The pipeline's CNN is not called on an empty batch (oneDNN's convolutions fail on one)."""
+    import tensorflow as tf
+
+    from trainer.model_outputs import write_savedmodel
+    from trainer.models import build_model
+    write_savedmodel(build_model("cnn", (8, 8, 1), 10), tmp_path / "savedmodel", CLASS_NAMES)
+    bytes_signature = tf.saved_model.load(str(tmp_path / "savedmodel")).signatures[BYTES_SIGNATURE]
+    answer = bytes_signature(images_bytes=tf.constant([b"", b"not an image at all"]))
+    assert [error.decode() for error in answer["errors"].numpy()] == [
+        "empty: no image bytes", "not an image: neither JPEG, PNG, GIF nor BMP"]
+    assert list(answer["classes"].numpy()) == [b"", b""] and (answer["top_k"].numpy() == -1).all()

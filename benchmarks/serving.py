@@ -1,0 +1,176 @@
+"""make serve-model vs plain `mlflow models serve` of the same registered version, side by side in one run.
+
+Each server gets the same stream of requests, one PNG of a digit (drawn with PIL) per request, from 1, 8 and 32
+clients at once (threads with a kept-alive connection each), for --seconds per level after a warm-up; the levels
+alternate between the servers. Reported per server and level: requests per second, p50 and p99 latency (ms).
+make serve-model is asked through TensorFlow Serving's predict API and through MLflow's /invocations (the same
+body plain MLflow gets). Goals (2-core machine): >= 3x plain MLflow's throughput at 32 clients; p99 <= 2x p50 at 1.
+
+Usage: .venv/bin/python -m benchmarks.serving [--version N] [--seconds 10]  (after make run: its champion)
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import io
+import json
+import os
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from tasks.paths import ROOT
+
+BIN = ROOT / ".venv" / "bin"
+CLIENTS = (1, 8, 32)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server's endpoint and the body it is sent."""
+    name: str
+    port: int
+    path: str
+    bodies: list[bytes]
+
+
+def digit_pngs() -> list[bytes]:
+    """The digits 0-9, drawn with PIL's font on 32x32 canvases, as PNG bytes."""
+    from PIL import Image, ImageDraw
+    pngs = []
+    for digit in range(10):
+        image = Image.new("L", (32, 32), 0)
+        ImageDraw.Draw(image).text((8, 0), str(digit), fill=255, font_size=28, stroke_width=2, stroke_fill=255)
+        out = io.BytesIO()
+        image.save(out, "PNG")
+        pngs.append(out.getvalue())
+    return pngs
+
+
+def bodies(pngs: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """(TensorFlow Serving predict bodies, MLflow dataframe_split bodies) of one image each."""
+    texts = [base64.b64encode(png).decode() for png in pngs]
+    return ([json.dumps({"instances": [{"b64": text}]}).encode() for text in texts],
+            [json.dumps({"dataframe_split": {"columns": ["image"], "data": [[text]]}}).encode() for text in texts])
+
+
+@contextmanager
+def server(command: list[str], port: int, log: Path) -> Iterator[None]:
+    """A server in a session of its own, until it answers GET /ping; stopped (its group) at the end."""
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command[:3]} did not start: {log.read_text()[-1500:]}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+
+
+def client(target: Target, until: float, latencies: list[float], errors: list[str], offset: int) -> None:
+    """One client: requests one after another on one connection until `until`."""
+    connection = http.client.HTTPConnection("127.0.0.1", target.port, timeout=60)
+    sent = offset
+    while time.monotonic() < until:
+        body = target.bodies[sent % len(target.bodies)]
+        started = time.perf_counter()
+        connection.request("POST", target.path, body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = response.read()
+        latencies.append(time.perf_counter() - started)
+        if response.status != 200:
+            errors.append(f"{response.status} {answer[:200]!r}")
+        sent += 1
+    connection.close()
+
+
+def load(target: Target, clients: int, seconds: float) -> dict[str, float]:
+    """Requests per second and latency percentiles of `clients` concurrent clients for `seconds`."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    until = time.monotonic() + seconds
+    threads = [threading.Thread(target=client, args=(target, until, latencies, errors, index))
+               for index in range(clients)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    if errors:
+        raise RuntimeError(f"{target.name}: {len(errors)} failed requests, e.g. {errors[0]}")
+    ordered = sorted(latencies)
+    return {"rps": len(latencies) / elapsed, "p50": statistics.median(ordered) * 1000,
+            "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000}
+
+
+def champion_version() -> str:
+    from tasks.serving.served_model import champion_version as asked
+    from tasks.tracking import mlflow_store
+    os.environ.setdefault("MLFLOW_TRACKING_URI", mlflow_store.tracking_uri())
+    version = asked("ringflow")
+    if version is None:
+        raise SystemExit("no champion in the registry: make run first")
+    return version
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", help="the registered version (default: the champion)")
+    parser.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    version = args.version or champion_version()
+    predict_bodies, mlflow_bodies = bodies(digit_pngs())
+    targets = [Target("make serve-model (predict)", 18501, "/v1/models/ringflow:predict", predict_bodies),
+               Target("make serve-model (invocations)", 18501, "/invocations", mlflow_bodies),
+               Target("mlflow models serve", 18502, "/invocations", mlflow_bodies)]
+    logs = Path("/tmp")
+    ours = [str(BIN / "python"), "-m", "tasks.serving", "--set", "serving.port=18501",
+            "--set", "serving.poll_seconds=3600"]
+    plain = [str(BIN / "mlflow"), "models", "serve", "-m", f"models:/ringflow/{version}", "--env-manager", "local",
+             "-h", "127.0.0.1", "-p", "18502"]
+    results: dict[tuple[str, int], dict[str, float]] = {}
+    with server(ours, 18501, logs / "bench-serve-model.log"), server(plain, 18502, logs / "bench-mlflow-serve.log"):
+        for target in targets:
+            load(target, 4, 2)  # warm-up: every connection path and the batcher's first batches
+        for clients in CLIENTS:
+            for target in targets:
+                results[target.name, clients] = load(target, clients, args.seconds)
+    report(results, targets, version, args.seconds)
+
+
+def report(results: dict[tuple[str, int], dict[str, float]], targets: list[Target], version: str,
+           seconds: float) -> None:
+    print(f"ringflow v{version}, one PNG per request, {seconds:g} s per level")
+    print(f"{'server':32} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for clients in CLIENTS:
+        for target in targets:
+            row = results[target.name, clients]
+            print(f"{target.name:32} {clients:7d} {row['rps']:8.1f} {row['p50']:8.2f} {row['p99']:8.2f}")
+    plain = results["mlflow models serve", 32]["rps"]
+    for target in targets[:2]:
+        ratio = results[target.name, 32]["rps"] / plain
+        one = results[target.name, 1]
+        print(f"{target.name}: throughput at 32 clients {ratio:.1f}x plain MLflow's (goal >= 3x); p99/p50 at 1 "
+              f"client {one['p99'] / one['p50']:.2f} (goal <= 2)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""make serve-model: python -m tasks.serving [--set serving.port=8502 ...] [--wait-for-champion]: the registry's
+champion over HTTP until Ctrl-C (params.yaml's serving section; the registry of its tracking and registry sections).
+TensorFlow's own C++ log says errors only when fatal here (TF_CPP_MIN_LOG_LEVEL 3): a request TensorFlow fails is
+one line of the server's own."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import sys
+import time
+from typing import Iterator
+
+import numpy as np
+
+from tasks.errors import report
+from tasks.params import Params, ParamsError, load_params, parse_assignments
+from tasks.serving.app import Limits, serving_app
+from tasks.serving.batcher import Batcher
+from tasks.serving.champion import Champion, ChampionWatcher, say
+from tasks.serving.served_model import ServedModel, champion_version, load_version, no_champion
+from tasks.tracking.model_registry import encoded_examples
+from tasks.tracking.server import use_tracking
+
+INTERRUPTED_EXIT = 130
+
+
+def listening_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on host:port (bound with SO_REUSEADDR, as uvicorn does), or None."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as error:
+            return f"cannot listen on {host}:{port} ({error.strerror}): set serving.port (or stop what holds it)"
+    return None
+
+
+@contextlib.contextmanager
+def native_stderr_quiet() -> Iterator[None]:
+    """TensorFlow's C++ libraries say at import and first use what this machine lacks (CUDA, AVX-512), before or
+    despite TF_CPP_MIN_LOG_LEVEL: not in the server's terminal, whose lines are its own (Python's errors are raised
+    after, and shown)."""
+    sys.stderr.flush()
+    kept = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)
+
+
+def first_champion(params: Params, warm_up: list[bytes], wait: bool) -> ServedModel:
+    """The champion now, loaded; ParamsError/NotServable (one line, exit 2) when there is none to serve (with
+    `wait`: asked again every poll_seconds until there is one)."""
+    use_tracking(params.tracking)
+    if problem := listening_problem(params.serving.host, params.serving.port):
+        raise ParamsError(problem)
+    name, said = params.registry.model_name, False
+    while (version := champion_version(name)) is None:
+        if not wait:
+            raise ParamsError(no_champion(name))
+        if not said:
+            say(f"{no_champion(name)}; until then, asked every {params.serving.poll_seconds:g} s")
+            said = True
+        time.sleep(params.serving.poll_seconds)
+    with native_stderr_quiet():  # TensorFlow's import and first graph
+        return load_version(name, version, warm_up)
+
+
+def serve(params: Params, wait: bool) -> None:
+    """Serve until uvicorn stops (a signal: re-raised by uvicorn once every answer is sent)."""
+    import uvicorn
+    settings = params.serving
+    warm_up = encoded_examples(np.zeros((1, 8, 8, 1), np.float32))
+    champion = Champion(first_champion(params, warm_up, wait))
+    batcher = Batcher(champion.current, settings.max_batch_size, settings.max_wait_ms / 1000)
+    watcher = ChampionWatcher(champion, settings.poll_seconds, warm_up)
+    app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances))
+    model, url = champion.model, f"http://{settings.host}:{settings.port}"
+    say(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
+        f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                                      access_log=False, timeout_graceful_shutdown=10)).run()
+    finally:
+        watcher.close()
+        batcher.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # before TensorFlow is imported
+    parser = argparse.ArgumentParser(prog="python -m tasks.serving", description=__doc__)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a parameter of params.yaml (e.g. serving.port=8502)")
+    parser.add_argument("--wait-for-champion", action="store_true",
+                        help="no champion yet: wait for one (make serve, before its first training) instead of failing")
+    args = parser.parse_args(argv)
+    try:
+        serve(load_params(parse_assignments(args.overrides)), args.wait_for_champion)
+    except KeyboardInterrupt:
+        say("stopped (Ctrl-C)")
+        return INTERRUPTED_EXIT
+    except Exception as error:  # one line, last, instead of a traceback
+        return report(error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The model that answers, and the thread that follows the registry's champion: when the alias moves, the new
+version is loaded beside the one answering and swapped in once it has answered its warm-up (no request waits for
+a load, none is dropped); a version that cannot be served is said once and the one answering stays."""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable
+
+from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version
+
+
+class Champion:
+    """The served model (read by every batch) and what the server says of its versions."""
+
+    def __init__(self, model: ServedModel) -> None:
+        self.model = model
+        self.loading: str | None = None  # a version being loaded now
+        self.refused: dict[str, str] = {}  # versions that cannot be served, and why
+
+    def current(self) -> ServedModel:
+        return self.model
+
+    def swap(self, model: ServedModel) -> ServedModel:
+        """Answer with `model` from the next batch on; returns the one it replaces."""
+        previous, self.model = self.model, model
+        return previous
+
+
+def say(line: str) -> None:
+    """One line of the server's log (its terminal)."""
+    print(f"[serve-model] {line}", file=sys.stderr, flush=True)
+
+
+class ChampionWatcher:
+    """Asks the registry every poll_seconds which version is the champion, and swaps a new one in."""
+
+    def __init__(self, champion: Champion, poll_seconds: float, warm_up: list[bytes],
+                 ask: Callable[[str], str | None] = champion_version) -> None:
+        self._champion, self._poll, self._warm_up, self._ask = champion, poll_seconds, warm_up, ask
+        self._stop = threading.Event()
+        self._registry_away = False
+        self._thread = threading.Thread(target=self._run, name="champion-watcher", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop asking; a question or a load under way is left to end with the process (a registry that does not
+        answer may hold it for tracking.retry_minutes)."""
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._poll):
+            version = self._asked()
+            served = self._champion.model
+            if version is not None and version != served.version and version not in self._champion.refused:
+                self._follow(served.name, version)
+
+    def _asked(self) -> str | None:
+        """The champion's version now; None (said once per outage) when the registry does not answer."""
+        try:
+            version = self._ask(self._champion.model.name)
+        except Exception as error:  # the registry away or failing: keep answering with the model loaded
+            if not self._registry_away:
+                say(f"the registry does not answer ({type(error).__name__}: {str(error)[:200]}): still serving "
+                    f"v{self._champion.model.version}, asking again every {self._poll:g} s")
+            self._registry_away = True
+            return None
+        if self._registry_away:
+            say("the registry answers again")
+        self._registry_away = False
+        return version
+
+    def _follow(self, name: str, version: str) -> None:
+        """Load the new champion beside the served one, then swap it in."""
+        self._champion.loading = version
+        say(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
+        try:
+            model = load_version(name, version, self._warm_up)
+        except NotServable as error:
+            self._champion.refused[version] = str(error)
+            say(f"{error}; still serving v{self._champion.model.version}")
+            return
+        except Exception as error:  # a download or load that failed: tried again at the next poll
+            say(f"{name} v{version} did not load ({type(error).__name__}: {str(error)[:200]}): tried again in "
+                f"{self._poll:g} s")
+            return
+        finally:
+            self._champion.loading = None
+        previous = self._champion.swap(model)
+        say(f"{name} v{version} answers now (loaded in {model.load_seconds:.1f} s; v{previous.version} retired)")

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from tasks.errors import report
+from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.serving.app import Limits, serving_app
 from tasks.serving.batcher import Batcher
@@ -22,8 +22,6 @@ from tasks.serving.champion import Champion, ChampionWatcher, say
 from tasks.serving.served_model import ServedModel, champion_version, load_version, no_champion
 from tasks.tracking.model_registry import encoded_examples
 from tasks.tracking.server import use_tracking
-
-INTERRUPTED_EXIT = 130
 
 
 def listening_problem(host: str, port: int) -> str | None:

@@ -41,3 +41,4 @@ def test_a_run_state_names_what_changed_since_a_previous_one(tmp_path: Path) -> 
     assert params_hash(other) != state.params_hash
     assert RunState("d1", state.code_digest, params_hash(other)).key != state.key and len(state.key) == 20
     assert params_hash(load_params({"sweep.trials": "3"})) == state.params_hash  # a sweep's search trains nothing
+    assert params_hash(load_params({"serving.port": "9000"})) == state.params_hash  # nor how the champion is served

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import socket
 import sys
 import time
@@ -91,6 +92,9 @@ def serve(params: Params, wait: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # before TensorFlow is imported
+    # Ctrl-C stops it even where SIGINT was ignored when this process started (make in a background job, a CI
+    # runner): uvicorn hands the signal on to the handler it found, and an ignored one would end it as if asked to
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(prog="python -m tasks.serving", description=__doc__)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. serving.port=8502)")

@@ -236,10 +236,14 @@ def test_make_serve_serves_the_champion_a_deployment_run_promotes(served: Served
     champion = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}") \
         .get_model_version_by_alias("ringflow", "champion")
     model_server = f"http://127.0.0.1:{served.model_port}/v1/models/ringflow"
-    deadline = time.monotonic() + 60
-    while (status := api_call(model_server, "")["model_version_status"][0])["version"] != str(champion.version):
-        assert time.monotonic() < deadline, status
+    deadline, served_version = time.monotonic() + 120, None  # it loads the first champion it sees: seconds
+    while served_version != str(champion.version):
+        assert time.monotonic() < deadline, served_version
         time.sleep(0.5)
+        try:
+            served_version = api_call(model_server, "")["model_version_status"][0]["version"]
+        except OSError:  # not listening yet
+            continue
     drawn = base64.b64encode(drawn_digit(4)).decode()
     answer = api_call(f"{model_server}:predict", "", {"instances": [{"b64": drawn}]})["predictions"][0]
     assert answer["classes"] in [str(digit) for digit in range(10)] and answer["errors"] == ""

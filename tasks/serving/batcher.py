@@ -39,7 +39,8 @@ class Batcher:
     def __init__(self, current: Callable[[], ServedModel], max_batch_size: int, max_wait_seconds: float) -> None:
         self._current, self._max_size, self._max_wait = current, max_batch_size, max_wait_seconds
         self._queue: queue.Queue[Waiting | None] = queue.Queue()
-        self._held: Waiting | None = None  # a request that did not fit the last batch: first in the next
+        self._held: list[Waiting | None] = []  # what ended the last gathering: a request that did not fit (the
+        # next batch's first) or the stop
         self.batches = self.images = 0  # how many batches ran, of how many images (the status tells)
         self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
         self._thread.start()
@@ -62,8 +63,7 @@ class Batcher:
 
     def _gather(self) -> list[Waiting] | None:
         """The next batch: the first request waiting, then others until max_batch_size images or max_wait."""
-        first = self._held if self._held is not None else self._queue.get()
-        self._held = None
+        first = self._held.pop() if self._held else self._queue.get()
         if first is None:
             return None
         batch, size = [first], len(first.images)
@@ -74,7 +74,7 @@ class Batcher:
             except queue.Empty:
                 break
             if waiting is None or size + len(waiting.images) > self._max_size:
-                self._held = waiting  # the stop, or the next batch's first request
+                self._held.append(waiting)
                 break
             batch.append(waiting)
             size += len(waiting.images)

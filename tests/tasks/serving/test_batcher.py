@@ -63,3 +63,20 @@ def test_a_swap_takes_effect_from_the_next_batch() -> None:
         assert asyncio.run(swap_during_the_first_batch()) == ["1", "2"]
     finally:
         batcher.close()
+
+
+def test_a_stop_that_comes_while_a_batch_gathers_ends_after_that_batch() -> None:
+    model = CountingModel("1")
+    model.gate.set()
+    batcher = Batcher(lambda: model, max_batch_size=4, max_wait_seconds=1)  # type: ignore[arg-type,return-value]
+
+    async def stopped_while_gathering() -> list[str]:
+        asked = asyncio.ensure_future(batcher.classify([b"a"]))
+        await asyncio.sleep(0.2)  # the batch waits for more images
+        closing = threading.Thread(target=batcher.close)
+        closing.start()
+        answer = (await asked)[1].classes.tolist()
+        closing.join(5)
+        assert not closing.is_alive()  # the stop was not lost with the batch
+        return answer
+    assert asyncio.run(stopped_while_gathering()) == ["a"]

@@ -19,12 +19,15 @@ PENDING_TIMEOUT_EXIT = 3  # the follower's exit when the job never started withi
 
 _SUBMITTED = re.compile(r"^slurm: submitted batch job (?P<id>\d+)")
 _ENDED = re.compile(r"^slurm: job (?P<id>\d+) ended (?P<state>[A-Z_]+) \(exit (?P<exit>\d+:\d+)\): (?P<why>.*)$")
-_FIELD = re.compile(r"(?P<key>[A-Za-z:/]+)=(?P<value>\S*)")
+# Slurm prints a job's JobState with its Reason right after it, once, after the job's name and before every other text
+# a user gives (command, working directory, comment, output paths); a name or a comment may hold `JobState=` too
+_STATE = re.compile(r"(?:^|\s)JobState=(?P<state>[A-Z_]+)\s+Reason=(?P<reason>\S*)(?=\s|$)")
+_AFTER_STATE = {key: re.compile(rf"\s{key}=(?P<value>\S*)(?=\s|$)") for key in ("Restarts", "ExitCode", "NodeList")}
 
 
 @dataclass(frozen=True)
 class JobState:
-    """What `scontrol show job -o` says of a job: its state, why it waits, restarts, exit code, nodes."""
+    """What `scontrol show job` says of a job: its state, why it waits, restarts, exit code, nodes."""
     state: str
     reason: str = ""
     restarts: int = 0
@@ -41,12 +44,17 @@ class JobState:
         return not self.ended and self.state != "RUNNING"
 
 
-def parse_job(line: str) -> JobState:
-    """A job's one line from `scontrol show job -o ID`."""
-    fields = {match["key"]: match["value"] for match in _FIELD.finditer(line)}
+def parse_job(text: str) -> JobState:
+    """A job's state from what `scontrol show job [-o] ID` printed: each field read where Slurm prints it (the first
+    JobState followed by its Reason, then the first Restarts, ExitCode and NodeList after it), never from the text
+    of a name, comment or path that holds `JobState=` (UNKNOWN when Slurm said no state)."""
+    found = _STATE.search(text)
+    if found is None:
+        return JobState("UNKNOWN")
+    fields = {key: after[1] for key, pattern in _AFTER_STATE.items() if (after := pattern.search(text, found.end()))}
     nodes = fields.get("NodeList", "")
-    return JobState(fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""), int(fields.get("Restarts", 0) or 0),
-                    fields.get("ExitCode", "0:0"), "" if nodes == "(null)" else nodes)
+    return JobState(found["state"], found["reason"], int(fields.get("Restarts") or 0), fields.get("ExitCode") or "0:0",
+                    "" if nodes == "(null)" else nodes)
 
 
 def submitted_line(job_id: str) -> str:

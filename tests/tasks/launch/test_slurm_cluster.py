@@ -13,6 +13,7 @@ import pytest
 from tasks.launch.job import train
 from tasks.launch.output.diagnosis import RankFailed
 from tasks.launch.preflight import PreflightError, check_launch
+from tasks.launch.slurm.commands import job_state
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
 from tests.helpers import BIN, make_workspace, run, workspace_env
@@ -238,6 +239,23 @@ def test_a_job_that_cannot_start_in_time_is_cancelled_in_one_line(cluster: list[
     assert not failure.value.retryable
     job_id = re.search(r"Slurm job (\d+)", message)[1]  # type: ignore[index]
     assert wait_until(lambda: job_field(job_id, "JobState") == "CANCELLED", 30)
+
+def test_a_running_jobs_state_is_slurms_whatever_its_name_and_comment_hold(cluster: list[str], tmp_path: Path) -> None:
+    """A real job named `... JobState=COMPLETED` with a comment that holds `JobState=FAILED`, `Restarts=9` and a
+    line break: while it runs it is read as RUNNING on a node of the cluster, after scancel as CANCELLED."""
+    job_id = subprocess.run(["sbatch", "--parsable", "--job-name=ringflow-x JobState=COMPLETED Restarts=7",
+                             "--comment=c JobState=FAILED Reason=None Restarts=9 ExitCode=1:0 NodeList=h9\n"
+                             "   JobState=FAILED", f"--output={tmp_path / 'out'}", "--wrap", "sleep 600"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        assert wait_until(lambda: job_state(job_id).state != "PENDING", 30)
+        running = job_state(job_id)
+    finally:
+        subprocess.run(["scancel", job_id], check=True)
+    assert (running.state, running.restarts, running.exit_code, running.nodes in cluster) == ("RUNNING", 0, "0:0",
+                                                                                              True), running
+    assert wait_until(lambda: job_state(job_id).state == "CANCELLED", 30)
+
 
 def test_a_job_suspended_after_it_started_is_not_waited_for_for_ever(cluster: list[str], digits_data: Path,
                                                                      tmp_path: Path) -> None:

@@ -57,10 +57,20 @@ open_paths() {  # inside the namespace: each closed folder replaced by a tmpfs h
   done
 }
 
+own_namespace() {  # whether this script runs in a mount namespace of its own: not the one of what started it
+  # (the unshare below runs this script again in the same process, whose parent stays in the first namespace; no
+  # variable or argument a caller could set decides it: open_paths in the caller's namespace mounts over its folders)
+  local stat mine theirs
+  local -a fields
+  stat=$(< "/proc/$$/stat")
+  read -ra fields <<< "${stat##*) }"  # state, parent's pid, ...
+  mine=$(readlink /proc/self/ns/mnt) && theirs=$(readlink "/proc/${fields[1]}/ns/mnt") || return 1
+  [ "$mine" != "$theirs" ]
+}
+
 if ! needs_namespace; then exec "${as_user[@]}" "$@"; fi
-if [ -z "${RINGFLOW_IN_NAMESPACE:-}" ]; then
-  RINGFLOW_IN_NAMESPACE=1 exec unshare --mount --propagation private -- "$BASH" "$0" "$user" "${paths[@]}" -- "$@"
+if ! own_namespace; then
+  exec unshare --mount --propagation private -- "$BASH" "$0" "$user" "${paths[@]}" -- "$@"
 fi
-unset RINGFLOW_IN_NAMESPACE
 open_paths
 exec "${as_user[@]}" "$@"

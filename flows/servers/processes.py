@@ -1,6 +1,7 @@
 """Server processes, supervised: each started in a session (process group) of its own with its log and a pid file
-that notes its start time (no later process with that pid is taken for it), asked over HTTP until it answers,
-watched, and stopped as a group -- TERM, then KILL of what is left at a deadline, each end noted in a log."""
+that notes its start time and the boot (no later process with that pid, in this boot or another, is taken for it),
+asked over HTTP until it answers, watched, and stopped as a group -- TERM, then KILL of what is left at a deadline,
+each end noted in a log; a group whose leader has exited is stopped too."""
 from __future__ import annotations
 
 import contextlib
@@ -60,44 +61,88 @@ def reap() -> None:
             del STARTED[pid]
 
 
-def start_time(pid: int) -> str | None:
-    """When the process started (clock ticks since boot), None when there is none."""
+def process_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (state first), None when there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot), None when there is none."""
+    fields = process_fields(pid)
+    return fields[19] if fields else None
+
+
+def boot_id() -> str:
+    """This boot's id: start times count from the boot, so a start time is the process's only with it."""
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
 def note_pid(pid: int, pid_file: Path) -> None:
-    pid_file.write_text(f"{pid} {start_time(pid) or ''}\n")
+    pid_file.write_text(f"{pid} {start_time(pid) or ''} {boot_id()}\n")
 
 
-def noted_pid(pid_file: Path) -> int | None:
-    """The pid of the file while that process is still the one noted (after a reboot it is not), else None. A bare
-    pid (a file of an earlier version) counts only for a process that runs this checkout's programs."""
+def noted(pid_file: Path) -> tuple[int, list[str]] | None:
+    """The pid a pid file names and what it notes besides (start time, boot id), None without a pid."""
     try:
         words = pid_file.read_text().split()
     except OSError:
         return None
     if not words or not words[0].isdigit():
         return None
-    pid = int(words[0])
-    if len(words) > 1:
-        return pid if start_time(pid) == words[1] and running(pid) else None
+    return int(words[0]), words[1:]
+
+
+def noted_pid(pid_file: Path) -> int | None:
+    """The pid of the file while that process is still the one noted (of this boot, with that start time), else
+    None. A file of an earlier version (a bare pid, or no boot id) counts only for a process that runs this
+    checkout's programs (and started when noted, where that was)."""
+    found = noted(pid_file)
+    if found is None:
+        return None
+    pid, notes = found
+    if len(notes) >= 2:
+        return pid if notes[:2] == [start_time(pid), boot_id()] and running(pid) else None
+    if notes and start_time(pid) != notes[0]:
+        return None
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
-    return pid if f"{BIN}/" in command else None
+    return pid if f"{BIN}/" in command and running(pid) else None
+
+
+def noted_group(pid_file: Path) -> int | None:
+    """The process group the file's process leads, also once that leader has exited while members live on (noted
+    in this boot; its members started no earlier than it: a pid is not given again while a group bears it)."""
+    if (pid := noted_pid(pid_file)) is not None:
+        return pid
+    found = noted(pid_file)
+    if found is None or len(found[1]) < 2 or found[1][1] != boot_id() or not found[1][0].isdigit():
+        return None
+    pgid, started = found[0], int(found[1][0])
+    if start_time(pgid) not in (None, found[1][0]):  # the pid is another process's now
+        return None
+    members = group_members(pgid)
+    return pgid if members and all(int(start_time(pid) or 0) >= started for pid in members) else None
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of a process group that have not ended."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        fields = process_fields(int(stat.parent.name))
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
 
 
 def running(pid: int) -> bool:
     """A process that has not ended (one that ended and waits for its parent to notice has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = process_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def start(name: str, command: list[str], run_dir: Path, log_dir: Path, env: Mapping[str, str] | None = None,
@@ -179,11 +224,13 @@ def signal_group(pid: int, signum: int) -> bool:
 
 def stop_groups(seconds: float, pid_files: list[Path], stop_log: Path) -> None:
     """TERM to the process groups of the pid files at once, KILL to those left after `seconds` in all; a pid file
-    whose process is gone (or is another's now) is only removed. Each end is noted in stop_log."""
+    whose group is gone (or is another's now) is only removed; a group whose leader has exited is stopped too.
+    Each end is noted in stop_log."""
     started = time.monotonic()
+    reap()  # a leader that has exited is no zombie in its group
     groups = {}
     for pid_file in pid_files:
-        pid = noted_pid(pid_file)
+        pid = noted_group(pid_file)
         if pid is not None and signal_group(pid, signal.SIGTERM):
             groups[pid_file] = pid
         else:

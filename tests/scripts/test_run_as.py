@@ -3,7 +3,10 @@ unprivileged user, with the same pid; a folder closed to that user (pyenv's Pyth
 home of mode 0700) opens to it only as far as the paths named, and no folder's mode changes."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,27 @@ def test_a_path_named_through_a_link_opens_where_the_link_leads(closed: Path, tm
     (checkout / ".venv").symlink_to(closed / "python")
     done = as_nobody([checkout / ".venv"], "cat", str(checkout / ".venv" / "bin" / "tool"))
     assert (done.returncode, done.stdout) == (0, "the interpreter\n"), done.stderr
+
+
+def test_a_caller_s_environment_does_not_skip_the_namespace() -> None:
+    """RINGFLOW_IN_NAMESPACE (what run_as.sh set for itself once) from a caller's environment: the closed folder
+    still opens in a namespace of the command's own, never over the real folder in the caller's. (The folder lies
+    where every user passes: pytest's own folder is closed, and would be what a faulty run_as.sh mounts over.)"""
+    top = Path(tempfile.mkdtemp(prefix="ringflow-run-as-", dir="/tmp"))
+    top.chmod(0o711)
+    closed = top / "closed"
+    (closed / "python").mkdir(parents=True)
+    (closed / "python" / "tool").write_text("the interpreter\n")
+    (closed / "secret").write_text("root's own\n")
+    closed.chmod(0o700)
+    try:
+        done = subprocess.run([RUN_AS, "nobody", str(closed / "python"), "--", "cat", str(closed / "python" / "tool")],
+                              capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, RINGFLOW_IN_NAMESPACE="1"))
+        assert (done.returncode, done.stdout) == (0, "the interpreter\n"), done.stderr
+        assert str(top) not in Path("/proc/self/mountinfo").read_text()  # nothing mounted in the caller's namespace
+        assert (closed / "secret").read_text() == "root's own\n"
+    finally:
+        while str(closed) in Path("/proc/self/mountinfo").read_text():  # what a faulty run_as.sh left
+            subprocess.run(["umount", "-R", "-l", str(closed)], check=True)
+        shutil.rmtree(top)

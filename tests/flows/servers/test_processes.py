@@ -3,7 +3,9 @@ pid is not taken for it), asked over HTTP until it answers, and stopped as a gro
 deadline -- each end noted."""
 from __future__ import annotations
 
+import contextlib
 import http.server
+import os
 import sys
 import threading
 from pathlib import Path
@@ -34,7 +36,7 @@ def test_a_group_that_ignores_term_is_killed_at_the_deadline(tmp_path: Path) -> 
     pid = processes.start("stubborn", [sys.executable, "-c", IGNORES_TERM], tmp_path, tmp_path)
     processes.wait_until(lambda: "ready" in (tmp_path / "stubborn.log").read_text(), 30)
     processes.stop_groups(1, [tmp_path / "stubborn.pid"], tmp_path / "stop.log")
-    assert processes.wait_until(lambda: processes.reap() or not processes.running(pid), 10)
+    assert processes.wait_until(lambda: ended(pid), 10)
     assert "stubborn: killed after 1 s" in (tmp_path / "stop.log").read_text()
 
 
@@ -52,3 +54,42 @@ def test_a_server_is_waited_for_until_it_answers_and_one_that_ended_is_one_line(
     with pytest.raises(processes.ServerFailed, match=rf"^the gone server exited; see {tmp_path}/gone.log$"):
         processes.wait_http("gone", f"http://127.0.0.1:{server.server_port}/", tmp_path / "gone.pid",
                             tmp_path / "gone.log")
+
+
+def test_a_pid_file_of_another_boot_is_not_taken_for_the_process_with_that_pid_and_start_time(tmp_path: Path) -> None:
+    """After a reboot a pid and its start time (ticks since the boot) can come again: the boot id tells them apart."""
+    pid = processes.start("sleeper", ["sleep", "600"], tmp_path, tmp_path)
+    pid_file = tmp_path / "sleeper.pid"
+    try:
+        pid_noted, started, boot = pid_file.read_text().split()
+        assert (int(pid_noted), boot) == (pid, Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        pid_file.write_text(f"{pid} {started} 00000000-0000-0000-0000-000000000000\n")  # before a reboot
+        assert processes.noted_pid(pid_file) is None
+        processes.stop_groups(10, [pid_file], tmp_path / "stop.log")
+        assert processes.running(pid) and not pid_file.exists()  # only the file is removed: the process is not ours
+    finally:
+        processes.signal_group(pid, 9)
+        processes.wait_until(lambda: ended(pid), 10)
+
+
+def test_a_group_whose_leader_has_exited_is_still_stopped(tmp_path: Path) -> None:
+    leader = processes.start("orphans", ["sh", "-c", "sleep 600 & echo $! > member; exit 0"], tmp_path, tmp_path,
+                             cwd=tmp_path)
+    assert processes.wait_until(lambda: (tmp_path / "member").exists() and bool((tmp_path / "member").read_text()),
+                                10)
+    member = int((tmp_path / "member").read_text())
+    try:
+        assert processes.wait_until(lambda: ended(leader), 10)
+        assert processes.running(member)
+        processes.stop_groups(10, [tmp_path / "orphans.pid"], tmp_path / "stop.log")
+        assert processes.wait_until(lambda: not processes.running(member), 10)
+        assert "orphans: stopped" in (tmp_path / "stop.log").read_text()
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(member, 9)
+
+
+def ended(pid: int) -> bool:
+    """Whether a process started here has ended (and been reaped)."""
+    processes.reap()
+    return not processes.running(pid)

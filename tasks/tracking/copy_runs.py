@@ -1,12 +1,17 @@
 """`python -m tasks copy-runs --to URI`: the history of one MLflow store (by default the embedded mlruns/mlflow.db)
 into another (a team's server): every run with its params, dataset inputs, metric histories, tags, status, times
 and artifacts, and every registered model version with its tags and aliases. A copy carries the id it was copied
-from (COPIED_FROM), so running it again copies nothing twice; a run whose copy fails half-way is removed again."""
+from (COPIED_FROM), so running it again copies nothing twice; a run whose copy fails half-way is removed again.
+The environment's MLflow credentials go to the end they were issued for only (tasks/tracking/server.py)."""
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from tasks.tracking.mlflow_store import shown
+from tasks.tracking.server import credentials_only_for_their_server, credentials_refusal
 
 COPIED_FROM = "ringflow.copied_from"  # on a copied run: the source run's id; on a model version: name/version
 COPYING_FROM = "ringflow.copying_from"  # on a copy being made (a copy killed half-way keeps it: removed next time)
@@ -32,6 +37,26 @@ class CopyReport:
             said += (f"; {len(self.not_ended)} runs not ended, left for a later copy: "
                      f"{', '.join(self.not_ended[:5])}{' ...' if len(self.not_ended) > 5 else ''}")
         return said
+
+
+class StoreEnd:
+    """An MlflowClient on one end of the copy: each of its calls sends the environment's MLflow credentials only if
+    they were issued for this end's server."""
+
+    def __init__(self, uri: str) -> None:
+        from mlflow.tracking import MlflowClient
+        self.tracking_uri = uri
+        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.client, name)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with credentials_only_for_their_server(self.tracking_uri):
+                return found(*args, **kwargs)
+        return call
 
 
 def pages(search: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -133,8 +158,9 @@ def copy_version(source: Any, target: Any, version: Any, run_ids: dict[str, str]
     new_run = run_ids[version.run_id]
     stored = source.get_model_version_download_uri(version.name, version.version)
     with tempfile.TemporaryDirectory(prefix="copy-runs-") as folder:
-        local = mlflow.artifacts.download_artifacts(artifact_uri=stored, dst_path=folder,
-                                                    tracking_uri=source.tracking_uri)
+        with credentials_only_for_their_server(source.tracking_uri):
+            local = mlflow.artifacts.download_artifacts(artifact_uri=stored, dst_path=folder,
+                                                        tracking_uri=source.tracking_uri)
         path = f"{MODEL_FOLDER}/{version.name}-v{version.version}"
         target.log_artifacts(new_run, local, path)
     source_uri = f"runs:/{new_run}/{path}"
@@ -175,11 +201,13 @@ def copy_registered_models(source: Any, target: Any, report: CopyReport) -> None
                 target.set_registered_model_alias(model.name, alias, numbers[number])
 
 
-def copy_runs(source_uri: str, target_uri: str) -> CopyReport:
-    """Every run and registered model version of one store into another, each once."""
-    from mlflow.tracking import MlflowClient
-    source = MlflowClient(tracking_uri=source_uri, registry_uri=source_uri)
-    target = MlflowClient(tracking_uri=target_uri, registry_uri=target_uri)
+def copy_runs(source_uri: str, target_uri: str, warn: Callable[[str], None] = print) -> CopyReport:
+    """Every run and registered model version of one store into another, each once; a line for an end the
+    environment's credentials are not sent to."""
+    for uri in (source_uri, target_uri):
+        if refusal := credentials_refusal(uri, os.environ):
+            warn(f"warning: {shown(uri)}: {refusal}")
+    source, target = StoreEnd(source_uri), StoreEnd(target_uri)
     report = CopyReport()
     for experiment in pages(source.search_experiments):
         copy_experiment_runs(source, target, experiment, report)

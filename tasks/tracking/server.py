@@ -4,13 +4,15 @@ the command line checks it in milliseconds."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPMessage
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import IO, Callable, Iterator, Mapping
 
 from tasks.params import ParamsError, TrackingParams
 from tasks.tracking.mlflow_store import is_server, shown, tracking_uri, use_tracking_uri
@@ -47,28 +49,102 @@ def without_credentials(uri: str) -> tuple[str, dict[str, str]]:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), basic_auth(user, password)
 
 
+CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+CREDENTIALS_FOR = "RINGFLOW_CREDENTIALS_FOR"  # the server the environment's credentials were issued for
+
+
+def origin(uri: str) -> str:
+    """scheme://host:port of a URL, its port made explicit and its host lowercased (a URL whose port is not a
+    number: as given)."""
+    parts = urllib.parse.urlsplit(uri)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    except ValueError:
+        return uri
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def credentials_refusal(uri: str, environ: Mapping[str, str]) -> str | None:
+    """Why the environment's MLflow credentials do not go to the server `uri`: they go only to the one they were
+    issued for, RINGFLOW_CREDENTIALS_FOR (make services' client.env names it), else the environment's own
+    MLFLOW_TRACKING_URI; to none when neither names a server. None when they may go there (or there are none)."""
+    given = [name for name in CREDENTIAL_VARIABLES if environ.get(name)]
+    if not given or not is_server(uri):
+        return None
+    issued_for = environ.get(CREDENTIALS_FOR) or environ.get("MLFLOW_TRACKING_URI") or ""
+    credentials = f"this environment's MLflow credentials ({', '.join(given)})"
+    if not is_server(issued_for):
+        return (f"{credentials} are sent to no server: neither {CREDENTIALS_FOR} nor MLFLOW_TRACKING_URI names the "
+                "one they were issued for")
+    if origin(uri) == origin(issued_for):
+        return None
+    return f"{credentials} are for {shown(issued_for)}, not sent to another server"
+
+
+def credentials_kept_for(uri: str, environ: dict[str, str] | os._Environ) -> str | None:
+    """The environment's MLflow credentials taken out of it when they are not for the server `uri` (MLflow's
+    client, and every process this one starts, then has none); why, else None."""
+    refusal = credentials_refusal(uri, environ)
+    if refusal:
+        for name in CREDENTIAL_VARIABLES:
+            environ.pop(name, None)
+    return refusal
+
+
+@contextlib.contextmanager
+def credentials_only_for_their_server(uri: str) -> Iterator[None]:
+    """Within: the environment holds its MLflow credentials only if they were issued for `uri` (MLflow's client
+    reads them at every request, so two clients of one process, each in such a block, send them to one end)."""
+    withheld = credentials_refusal(uri, os.environ) is not None
+    taken = {name: os.environ.pop(name) for name in CREDENTIAL_VARIABLES if withheld and name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(taken)
+
+
+class SameOriginCredentials(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect as MLflow's client does, but the Authorization header never to another origin (urllib's
+    own handler copies every header to wherever the server points)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        redirected = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if redirected is not None and origin(redirected.full_url) != origin(req.full_url):
+            redirected.remove_header("Authorization")
+        return redirected
+
+
 def server_problem(uri: str, experiment: str, environ: Mapping[str, str]) -> str | None:
-    """None when the server answers an experiment lookup with these credentials (the environment's, or the URI's
-    own); else what is wrong."""
+    """None when the server answers an experiment lookup with these credentials (the environment's, if issued for
+    it, or the URI's own); else what is wrong."""
     query = urllib.parse.urlencode({"experiment_name": experiment})
     address, in_uri = without_credentials(uri)
-    headers = credentials_header(environ) or in_uri
+    refusal = credentials_refusal(uri, environ)
+    headers = (credentials_header(environ) if refusal is None else {}) or in_uri
     request = urllib.request.Request(f"{address}/api/2.0/mlflow/experiments/get-by-name?{query}", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=CHECK_SECONDS):
+        with urllib.request.build_opener(SameOriginCredentials).open(request, timeout=CHECK_SECONDS):
             return None
     except urllib.error.HTTPError as error:
         if error.code == 404 and b"RESOURCE_DOES_NOT_EXIST" in error.read():
             return None  # the experiment is made by the first run
         if error.code in (401, 403):
-            given = "refused the credentials given" if headers else "asks for credentials"
-            return (f"{given} (HTTP {error.code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
-                    "(. .services/client.env on the services' machine)")
+            return refused(error.code, bool(headers), refusal)
         return f"answered HTTP {error.code} {error.reason}: is it an MLflow tracking server?"
     except (urllib.error.URLError, OSError) as error:
         return f"no MLflow server answers there ({getattr(error, 'reason', error)})"
     except ValueError as error:  # http.client.InvalidURL: a port that is not a number, ...
         return f"is not a URL this machine can ask ({error})"
+
+
+def refused(code: int, sent: bool, refusal: str | None) -> str:
+    """The line for a server that wants credentials other than those sent."""
+    if refusal:
+        return f"asks for credentials (HTTP {code}); {refusal}"
+    given = "refused the credentials given" if sent else "asks for credentials"
+    return (f"{given} (HTTP {code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
+            "(. .services/client.env on the services' machine)")
 
 
 def check_tracking(configured: str | None, experiment: str) -> str | None:
@@ -97,38 +173,14 @@ def retry_settings(seconds: float) -> dict[str, str]:
             "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": str(2 * RETRY_PAUSE_SECONDS)}
 
 
-CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
-CREDENTIALS_FOR = "RINGFLOW_CREDENTIALS_FOR"  # the server the environment's credentials were issued for
-
-
-def origin(uri: str) -> str:
-    """scheme://host:port of a URL, its port made explicit and its host lowercased."""
-    parts = urllib.parse.urlsplit(uri)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-def credentials_kept_for(uri: str, environ: dict[str, str] | os._Environ) -> str | None:
-    """The environment's MLflow credentials go only to the server they were issued for (RINGFLOW_CREDENTIALS_FOR,
-    which make services' client.env names, else the environment's own MLFLOW_TRACKING_URI): for a tracking URI
-    on another server they are taken out of the environment; one line saying so, else None."""
-    issued_for = environ.get(CREDENTIALS_FOR) or environ.get("MLFLOW_TRACKING_URI")
-    given = [name for name in CREDENTIAL_VARIABLES if environ.get(name)]
-    if not given or not issued_for or not is_server(uri) or origin(uri) == origin(issued_for):
-        return None
-    for name in given:
-        environ.pop(name)
-    return (f"tracking.uri {shown(uri)}: this environment's MLflow credentials ({', '.join(given)}) are for "
-            f"{shown(issued_for)}, not sent to another server")
-
-
 def use_tracking(tracking: TrackingParams, warn: Callable[[str], None] = print) -> None:
     """This process (and what it starts) tracks where the run's params say, trying a server that does not answer
     every 2 s or so for tracking.retry_minutes (unless the environment sets the client's retries: RETRY_VARIABLES);
     a server that cannot be used stops it here, in one line, before anything starts. Credentials are sent only to
-    their own server."""
-    if tracking.uri and (said := credentials_kept_for(tracking.uri, os.environ)):
-        warn(f"warning: {said}")
+    their own server (the one they were issued for): for another, they are taken out of the environment first."""
+    uri = tracking.uri or tracking_uri()
+    if said := credentials_kept_for(uri, os.environ):
+        warn(f"warning: {where_from(uri, tracking.uri)}: {said}")
     use_tracking_uri(tracking.uri)
     if is_server(tracking_uri()) and not any(name in os.environ for name in RETRY_VARIABLES):
         os.environ.update(retry_settings(tracking.retry_minutes * 60))

@@ -33,3 +33,17 @@ def shared_store(shared_database: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """MLFLOW_TRACKING_URI on the shared store for this test (each test makes an experiment of its own)."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", shared_database)
     return shared_database
+
+
+@pytest.fixture()
+def credentials(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """This shell's MLflow credentials (ringflow:hunter2, as client.env gives them), no server named for them yet
+    (RINGFLOW_CREDENTIALS_FOR and MLFLOW_TRACKING_URI unset), the client's retries off; every setting put back at
+    the test's end."""
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    for name in ("MLFLOW_TRACKING_TOKEN", "RINGFLOW_CREDENTIALS_FOR", "MLFLOW_TRACKING_URI"):
+        monkeypatch.setenv(name, "")  # recorded, so that what the code under test sets is put back
+        monkeypatch.delenv(name)
+    return monkeypatch

@@ -2,6 +2,7 @@
 registered versions with their tags and aliases, the runs' datasets; a second copy copies nothing twice."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from tasks.params import load_params
 from tasks.tracking.copy_runs import COPIED_FROM, copy_runs
 from tasks.tracking.run_labels import dataset_input
 from tests.tasks.tracking.test_run_labels import MANIFEST
+from tests.tasks.tracking.test_server import BASIC, Seen, authorizations, mlflow_server
 
 
 def filled_store(folder: Path) -> str:
@@ -120,3 +122,31 @@ def test_only_ended_runs_are_copied_parents_mapped_half_made_copies_replaced(tmp
     source.set_terminated(going, "FAILED")
     again = copy_runs(source_uri, target_uri)
     assert (again.runs, again.skipped_runs, again.not_ended, again.skipped_versions) == (1, 2, [], 1)
+
+
+def test_copy_runs_sends_the_credentials_to_the_end_they_were_issued_for_only(
+        credentials: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """copy-runs between two servers (each holding one experiment, the MLflow client real): the check of both ends
+    and the copy itself send the environment's credentials to the server RINGFLOW_CREDENTIALS_FOR names, never to the
+    other end (one line says so); issued for the source, they go to the source only. The environment keeps them."""
+    from tasks import steps
+    source_seen: Seen = []
+    target_seen: Seen = []
+    source_server, target_server = mlflow_server(source_seen), mlflow_server(target_seen)
+    source, target = next(source_server), next(target_server)
+    try:
+        for issued_for, other in ((target, source), (source, target)):
+            source_seen.clear()
+            target_seen.clear()
+            credentials.setenv("RINGFLOW_CREDENTIALS_FOR", issued_for)
+            assert steps.copy_runs_step(source, target).startswith("copied 0 runs and 0 model versions")
+            seen = {source: source_seen, target: target_seen}
+            assert authorizations(seen[issued_for]) == {BASIC} and authorizations(seen[other]) == {None}
+            assert any("runs/search" in path for _, path, _ in seen[other])  # the copy asked it, not only the check
+            warned = (f"warning: {other}: this environment's MLflow credentials (MLFLOW_TRACKING_USERNAME, "
+                      f"MLFLOW_TRACKING_PASSWORD) are for {issued_for}, not sent to another server\n")
+            assert warned in capsys.readouterr().out
+            assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "hunter2"
+    finally:
+        source_server.close()
+        target_server.close()

@@ -3,9 +3,10 @@ credentials this shell does not give; nothing for the embedded store."""
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import threading
-from typing import Iterator
+from typing import Callable, Generator, Iterator
 
 import pytest
 
@@ -20,28 +21,72 @@ from tasks.tracking.server import (
 )
 from tests.helpers import free_port
 
+Seen = list[tuple[str, str, str | None]]  # (method, path, Authorization header) of each request a server had
+Answer = tuple[int, dict[str, str], bytes]  # status, headers, body
+Server = Generator[str, None, None]  # a server's address while it runs; close() stops it
 
-def answering(status: int, body: bytes, seen: list[str | None] | None = None) -> Iterator[str]:
-    """A plain HTTP server that answers every GET with `status` (no MLflow: what a wrong URL reaches); each
-    request's Authorization header into `seen`."""
+
+def serving(answer: Callable[[str, str], Answer], record: Callable[[str, str, str | None], object]) -> Server:
+    """A plain HTTP server on 127.0.0.1 (no MLflow) that answers each request as `answer(method, path)` says and
+    records it, with its Authorization header (`record(method, path, authorization)`); its address."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if seen is not None:
-                seen.append(self.headers.get("Authorization"))
+        def respond(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            record(self.command, self.path, self.headers.get("Authorization"))
+            status, headers, body = answer(self.command, self.path)
             self.send_response(status)
+            for name, value in (headers | {"Content-Length": str(len(body))}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = respond  # noqa: N815 (http.server's names)
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+        server.server_close()
+
+
+def answering(status: int, body: bytes, seen: list[str | None] | None = None) -> Server:
+    """A plain HTTP server that answers every request with `status` (no MLflow: what a wrong URL reaches); each
+    request's Authorization header into `seen`."""
+    yield from serving(lambda method, path: (status, {}, body),
+                       lambda method, path, authorization: seen is not None and seen.append(authorization))
+
+
+NOT_FOUND = json.dumps({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "not here"}).encode()
+EXPERIMENT = {"experiment_id": "1", "name": "ringflow", "artifact_location": "mlflow-artifacts:/1",
+              "lifecycle_stage": "active"}
+MLFLOW_ANSWERS = {"experiments/search": {"experiments": [EXPERIMENT]}, "experiments/create": {"experiment_id": "1"},
+                  "runs/search": {"runs": []}, "registered-models/search": {"registered_models": []},
+                  "model-versions/search": {"model_versions": []}}
+
+
+def mlflow_like(method: str, path: str) -> Answer:
+    """What a tracking server holding one empty experiment answers (enough for a lookup and a copy of it)."""
+    endpoint = path.split("?")[0].split("/mlflow/", 1)[-1]
+    found = MLFLOW_ANSWERS.get(endpoint)
+    if found is None:
+        return 404, {"Content-Type": "application/json"}, NOT_FOUND
+    return 200, {"Content-Type": "application/json"}, json.dumps(found).encode()
+
+
+def mlflow_server(seen: Seen) -> Server:
+    yield from serving(mlflow_like, lambda method, path, authorization: seen.append((method, path, authorization)))
+
+
+def redirecting_to(target: str, seen: Seen) -> Server:
+    """A server that sends every request on to `target` (307: the same method and body)."""
+    yield from serving(lambda method, path: (307, {"Location": f"{target}{path}"}, b""),
+                       lambda method, path, authorization: seen.append((method, path, authorization)))
 
 
 @pytest.fixture
@@ -145,3 +190,89 @@ def test_credentials_go_only_to_the_server_they_were_issued_for(monkeypatch: pyt
         other.close()
     environ = {"RINGFLOW_CREDENTIALS_FOR": "http://Team:5000", "MLFLOW_TRACKING_PASSWORD": "p"}
     assert credentials_kept_for("http://team:5000/", environ) is None and environ["MLFLOW_TRACKING_PASSWORD"] == "p"
+
+
+BASIC = "Basic cmluZ2Zsb3c6aHVudGVyMg=="  # ringflow:hunter2, the `credentials` fixture's
+
+
+def authorizations(seen: Seen) -> set[str | None]:
+    """The Authorization headers a server was sent (asserting it was asked at all)."""
+    assert seen, "the server was never asked"
+    return {authorization for _, _, authorization in seen}
+
+
+def test_credentials_issued_for_another_server_are_not_sent_to_the_environment_s_tracking_uri(
+        credentials: pytest.MonkeyPatch) -> None:
+    """client.env's credentials, issued for A, and a shell whose MLFLOW_TRACKING_URI names B: neither the check nor
+    the real MLflow client sends B an Authorization header (one line says why); pointed at A, they go to A."""
+    from mlflow.tracking import MlflowClient
+    issued_seen: Seen = []
+    other_seen: Seen = []
+    issued, other = mlflow_server(issued_seen), mlflow_server(other_seen)
+    issued_for, elsewhere = next(issued), next(other)
+    try:
+        credentials.setenv("RINGFLOW_CREDENTIALS_FOR", issued_for)
+        credentials.setenv("MLFLOW_TRACKING_URI", elsewhere)
+        said: list[str] = []
+        use_tracking(TrackingParams(), warn=said.append)
+        assert MlflowClient().get_experiment_by_name("ringflow") is None  # asked B
+        assert authorizations(other_seen) == {None}
+        assert said == [f"warning: MLFLOW_TRACKING_URI {elsewhere}: this environment's MLflow credentials "
+                        f"(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD) are for {issued_for}, not sent to "
+                        "another server"]
+        credentials.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
+        credentials.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
+        credentials.setenv("MLFLOW_TRACKING_URI", f"{issued_for}/")  # the same origin
+        use_tracking(TrackingParams(), warn=said.append)
+        assert MlflowClient().get_experiment_by_name("ringflow") is None and len(said) == 1
+        assert authorizations(issued_seen) == {BASIC}
+    finally:
+        issued.close()
+        other.close()
+
+
+def test_credentials_no_variable_names_a_server_for_are_sent_nowhere(credentials: pytest.MonkeyPatch) -> None:
+    """Credentials in the environment, neither RINGFLOW_CREDENTIALS_FOR nor MLFLOW_TRACKING_URI set: a run whose
+    tracking.uri names a server does not send them there."""
+    from mlflow.tracking import MlflowClient
+    seen: Seen = []
+    server = mlflow_server(seen)
+    uri = next(server)
+    try:
+        said: list[str] = []
+        use_tracking(TrackingParams(uri=uri), warn=said.append)
+        MlflowClient().search_experiments()
+        assert authorizations(seen) == {None}
+        assert said == [f"warning: tracking.uri {uri}: this environment's MLflow credentials "
+                        "(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD) are sent to no server: neither "
+                        "RINGFLOW_CREDENTIALS_FOR nor MLFLOW_TRACKING_URI names the one they were issued for"]
+        assert "MLFLOW_TRACKING_PASSWORD" not in os.environ
+    finally:
+        server.close()
+
+
+def test_a_redirect_to_another_origin_never_carries_the_credentials(credentials: pytest.MonkeyPatch) -> None:
+    """The server the credentials were issued for (A) redirects every request to another port (B): the check
+    before the run and the real MLflow client (a lookup, a search, a creation: GET and POST) send them to A only."""
+    from mlflow.tracking import MlflowClient
+    issued_seen: Seen = []
+    other_seen: Seen = []
+    other = mlflow_server(other_seen)
+    elsewhere = next(other)
+    issued = redirecting_to(elsewhere, issued_seen)
+    issued_for = next(issued)
+    try:
+        credentials.setenv("RINGFLOW_CREDENTIALS_FOR", issued_for)
+        credentials.setenv("MLFLOW_TRACKING_URI", issued_for)
+        said: list[str] = []
+        use_tracking(TrackingParams(), warn=said.append)
+        client = MlflowClient()
+        assert client.get_experiment_by_name("ringflow") is None
+        assert [found.name for found in client.search_experiments()] == ["ringflow"]
+        assert client.create_experiment("new") == "1"
+        assert said == [] and authorizations(issued_seen) == {BASIC}
+        assert {method for method, _, _ in other_seen} == {"GET", "POST"}
+        assert authorizations(other_seen) == {None}
+    finally:
+        issued.close()
+        other.close()

@@ -112,3 +112,85 @@ def test_a_batch_without_a_usable_image_is_answered_item_by_item(tmp_path: Path)
     assert [error.decode() for error in answer["errors"].numpy()] == [
         "empty: no image bytes", "not an image: neither JPEG, PNG, GIF nor BMP"]
     assert list(answer["classes"].numpy()) == [b"", b""] and (answer["top_k"].numpy() == -1).all()
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A valid PNG of zeros (RGB), width x height pixels: 1.2 MB at 20000x20000, 1.2 GB decoded."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    compressor, row, parts = zlib.compressobj(9), bytes(1 + 3 * width), []
+    for _ in range(height):
+        parts.append(compressor.compress(row))
+    parts.append(compressor.flush())
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b""))
+
+
+def patched(data: bytes, at: int, packed: bytes) -> bytes:
+    return data[:at] + packed + data[at + len(packed):]
+
+
+def bmp_core(width: int, height: int) -> bytes:
+    """A 24-bit BMP with a BITMAPCOREHEADER (OS/2's 12 bytes: PIL writes only BITMAPINFOHEADER)."""
+    import struct
+    rows = bytes((3 * width + 3) // 4 * 4) * height
+    return b"BM" + struct.pack("<IHHI", 26 + len(rows), 0, 0, 26) + struct.pack("<IHHHH", 12, width, height, 1, 24) \
+        + rows
+
+
+def header_cases() -> dict[str, tuple[bytes, bytes]]:
+    """Per format: (a small image, the same with its header's declared size made 20000x20000)."""
+    import struct
+    grey = np.arange(30 * 20, dtype=np.uint8).reshape(20, 30)
+    png, gif, bmp = encoded(grey, "PNG"), encoded(grey, "GIF"), encoded(np.stack([grey] * 3, -1), "BMP")
+    jpeg = encoded(np.stack([grey] * 3, -1), "JPEG", exif=b"Exif\0\0" + bytes(300))  # APP1 before the frame
+    progressive = encoded(grey, "JPEG", progressive=True)
+    frames = [Image.fromarray(grey + shade) for shade in (0, 60, 120)]
+    out = io.BytesIO()
+    frames[0].save(out, "GIF", save_all=True, append_images=frames[1:])
+    animated = out.getvalue()
+    second = animated.index(b"\x2c", animated.index(b"\x2c") + 10)  # the second frame's image descriptor
+    big16, big32 = struct.pack(">HH", 20000, 20000), struct.pack(">II", 20000, 20000)
+    return {"png": (png, patched(png, 16, big32)),
+            "jpeg": (jpeg, patched(jpeg, jpeg.index(b"\xff\xc0") + 5, big16)),
+            "progressive jpeg": (progressive, patched(progressive, progressive.index(b"\xff\xc2") + 5, big16)),
+            "gif screen": (gif, patched(gif, 6, big16[::-1])),
+            "gif frame": (animated, patched(animated, second + 5, big16[::-1])),
+            "bmp": (bmp, patched(bmp, 18, struct.pack("<ii", 20000, -20000))),  # top-down: a negative height
+            "bmp core": (bmp_core(30, 20), patched(bmp_core(30, 20), 18, big16[::-1]))}
+
+
+@pytest.mark.parametrize("case", list(header_cases()))
+def test_the_header_s_declared_size_is_read_before_decoding_in_python_and_in_the_graph(case: str) -> None:
+    import tensorflow as tf
+
+    from trainer.serving_bytes import declared_size, declared_sizes, size_refusal, unreadable
+    small, large = header_cases()[case]
+    assert declared_size(small) == (30, 20) and declared_size(large) == (20000, 20000)
+    assert declared_sizes(tf.constant([small, large, b"not an image"])).numpy().tolist() == [
+        [30, 20], [20000, 20000], [0, 0]]
+    reason = "declares 20000x20000 pixels, over serving.max_image_pixels 4194304"
+    assert size_refusal(small, 4_194_304) == "" and size_refusal(large, 4_194_304) == reason
+    assert [error.decode() for error in unreadable(tf.constant([small, large])).numpy()] == ["", reason]
+
+
+def test_a_jpeg_that_does_not_reach_its_size_within_the_steps_read_is_refused() -> None:
+    import tensorflow as tf
+
+    from trainer.serving_bytes import MAX_HEADER_STEPS, UNDECLARED_REASON, size_refusal, unreadable
+    jpeg = encoded(np.zeros((8, 8, 3), np.uint8), "JPEG")
+    padded = jpeg[:2] + b"\xff\xfe\x00\x02" * MAX_HEADER_STEPS + jpeg[2:]  # empty comments before the frame
+    assert size_refusal(padded, 4_194_304) == UNDECLARED_REASON
+    assert unreadable(tf.constant([padded, jpeg])).numpy().tolist() == [UNDECLARED_REASON.encode(), b""]
+
+
+def test_the_signature_refuses_a_png_declaring_20000x20000_and_answers_the_rest(signatures: Signatures) -> None:
+    """The reviewer's image: 1.2 MB of PNG, 1.2 GB decoded: refused from its header, not decoded."""
+    bomb, digit = png_declaring(20000, 20000), encoded(signatures.images[0], "PNG")
+    answer = classify(signatures, [bomb, digit])
+    assert [error.decode() for error in answer["errors"]] == [
+        "declares 20000x20000 pixels, over serving.max_image_pixels 4194304", ""]
+    assert answer["classes"][1] and not answer["classes"][0] and (answer["top_k"][0] == -1).all()

@@ -4,10 +4,15 @@ the latest one holds."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 OWNER_FILE = "owner.json"
+# Tests only (the launcher forwards it to the ranks): a file that the first process to end its epochs creates before
+# it dies, as a rank lost between the last epoch's checkpoint and the model's save (fail_before_save)
+FAIL_BEFORE_SAVE_ENV = "RINGFLOW_TEST_FAIL_BEFORE_SAVE"
 
 
 class CheckpointMismatch(ValueError):
@@ -37,7 +42,21 @@ def saved_epochs(directory: Path) -> int:
 
 
 def check_epochs_left(started: int, epochs: int) -> None:
-    """A job that would train no epoch is an error, not a finished run."""
-    if started >= epochs:
+    """Checkpoints of more epochs than the job trains are an error (of exactly as many, the job saves the model
+    they hold: its training ended before the save)."""
+    if started > epochs:
         raise ValueError(f"nothing to train: the checkpoints already hold {started} epochs and train.epochs is "
                          f"{epochs}")
+
+
+def fail_before_save() -> None:
+    """Tests only: when FAIL_BEFORE_SAVE_ENV names a file that does not exist yet, create it and die by SIGKILL,
+    once for the whole job (the file exists for the other processes and for the retry, which go on)."""
+    marker = os.environ.get(FAIL_BEFORE_SAVE_ENV)
+    if not marker:
+        return
+    try:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from trainer import session
 from trainer.callbacks import CheckpointEveryEpoch
-from trainer.checkpoint_files import check_epochs_left, saved_epochs
+from trainer.checkpoint_files import check_epochs_left, fail_before_save, saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.protocol import resumed_line
@@ -26,7 +26,9 @@ class Backend:
     the model, which a collective strategy needs of all of them; only the lead's copy is kept (the others write to
     a scratch directory)."""
     every_process_saves = False
-    must_train = True  # an epoch left to train, or the job is an error (Horovod's elastic joiners sync instead)
+    # no more epochs checkpointed than the job trains, and with all of them its epochs are skipped (False: they always
+    # run, whatever the checkpoints hold -- Horovod's elastic ranks meet in its loop's state sync)
+    must_train = True
 
     def start(self, config: TrainerConfig) -> None:
         """Join the job's processes, pin devices, seed."""
@@ -76,7 +78,9 @@ def train(config: TrainerConfig, backend: Backend) -> None:
         checkpoints = Checkpoints(job.checkpoint_dir, model, optimizer, config.train.keep_checkpoints,
                                   job.checkpoint_owner, save_dir=elsewhere and elsewhere / "checkpoints")
         started = resume(config, backend, checkpoints)
-        history = backend.epochs(config, run, model, checkpoints, started)
+        trains = started < config.train.epochs or not backend.must_train
+        history = backend.epochs(config, run, model, checkpoints, started) if trains else {}
+        fail_before_save()  # tests only
         session.print_weights_digest(model, backend.who())  # every process, to compare
         if backend.lead() or elsewhere:
             out_dir = elsewhere / "model" if elsewhere else job.out_dir
@@ -108,6 +112,9 @@ def resume(config: TrainerConfig, backend: Backend, checkpoints: Checkpoints) ->
         check_epochs_left(started, config.train.epochs)
     if started and backend.lead():
         print(resumed_line(started), flush=True)
+        if started >= config.train.epochs and backend.must_train:
+            print(f"the checkpoints hold all {started} epochs (the job that trained them ended before it saved the "
+                  "model): saving the restored model", flush=True)
     return started
 
 

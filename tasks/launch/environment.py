@@ -15,6 +15,7 @@ from typing import Mapping
 
 from tasks.paths import ROOT
 from tasks.redaction import is_secret
+from trainer.checkpoint_files import FAIL_BEFORE_SAVE_ENV
 from trainer.protocol import METRICS_SPOOL_ENV
 
 FORWARDED_NAMES = frozenset({
@@ -22,6 +23,7 @@ FORWARDED_NAMES = frozenset({
     "SSH_AUTH_SOCK",  # the launcher's own ssh (horovodrun's, mpirun's) reaches the hosts with the user's agent
     "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "KERAS_HOME",
     "SLURM_CONF",  # where the Slurm commands of a train.scheduler slurm job find the cluster
+    FAIL_BEFORE_SAVE_ENV,  # tests only: a rank lost between its last checkpoint and the model's save
 })
 FORWARDED_PREFIXES = ("LC_", "TF_", "XLA_", "CUDA_", "NCCL_", "HOROVOD_", "GLOO_", "OMPI_", "PMIX_", "OMP_", "KMP_")
 

@@ -41,13 +41,15 @@ def checkpoint_owner(params: Params, manifest: dict) -> str:
 
 
 def check_resumable(params: Params, checkpoint_dir: Path, owner: str) -> None:
-    """Refuse, before any launch, checkpoints of another config or code version and a job with no epoch left."""
+    """Refuse, before any launch, checkpoints of another config or code version and of more epochs than the job
+    trains; checkpoints of all its epochs (a job that ended before it saved the model) are launched, and the ranks
+    restore them and save the model without training."""
     try:
         check_owner(checkpoint_dir, owner)
     except CheckpointMismatch as error:
         raise PreflightError(str(error)) from None
     done = saved_epochs(checkpoint_dir)
-    if done >= params.train.epochs:
+    if done > params.train.epochs:
         raise PreflightError(f"nothing to train: the run's checkpoints already hold {done} epochs and train.epochs "
                              f"is {params.train.epochs} (raise train.epochs to continue it)")
 

@@ -43,9 +43,10 @@ def test_the_epochs_are_those_of_the_latest_checkpoint_tensorflow_wrote(tmp_path
     assert checkpoint_owner(tmp_path) == "abc"
 
 
-def test_a_job_with_no_epoch_left_to_train_is_an_error() -> None:
+def test_checkpoints_of_more_epochs_than_the_job_trains_are_an_error() -> None:
     check_epochs_left(2, 3)
-    for started in (3, 4):
+    check_epochs_left(3, 3)  # all of them: the job saves the model they hold
+    for started in (4, 5):
         with pytest.raises(ValueError, match=f"^nothing to train: the checkpoints already hold {started} epochs and "
                                              "train.epochs is 3$"):
             check_epochs_left(started, 3)

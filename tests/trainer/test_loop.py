@@ -1,9 +1,10 @@
 """The one training loop, with a backend of one plain Keras process: the lead reports each epoch before its
-checkpoint and writes the model and its summary; a second job resumes from the checkpoint and says so; a job with
-no epoch left is an error; a process that is not the lead writes the job's places never (a scratch copy when every
-process must save, nothing otherwise)."""
+checkpoint and writes the model and its summary; a second job resumes from the checkpoint and says so; a job whose
+checkpoints hold all its epochs saves the model they hold, one that asks fewer is an error; a process that is not
+the lead writes the job's places never (a scratch copy when every process must save, nothing otherwise)."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from trainer import loop, session
 from trainer.checkpoint_files import saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.model_io import read_train_summary
+from trainer.model_io import load_model, read_train_summary
 from trainer.models import build_model
 from trainer.protocol import parse_epoch_line, resumed_epochs, weights_digests
 
@@ -74,8 +75,27 @@ def test_the_lead_reports_each_epoch_before_its_checkpoint_then_a_second_job_res
     assert resumed_epochs(said) == [2] and epochs_shown(said) == [3]
     assert read_train_summary(tmp_path / "model")["resumed_from_epoch"] == 2 and saved_epochs(
         tmp_path / "checkpoints") == 3
-    with pytest.raises(ValueError, match="nothing to train: the checkpoints already hold 3 epochs"):
-        loop.train(trainer_config(digits_data, tmp_path, epochs=3), Alone())
+    with pytest.raises(ValueError, match="^nothing to train: the checkpoints already hold 3 epochs and "
+                                         "train.epochs is 2$"):
+        loop.train(trainer_config(digits_data, tmp_path, epochs=2), Alone())
+
+
+def test_a_job_whose_checkpoints_hold_all_its_epochs_saves_the_model_they_hold(
+        digits_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the retry of a job that ended after its last checkpoint and before it saved the model: no epoch trained,
+    the model restored from the checkpoint saved with its summary, the digest line said."""
+    loop.train(trainer_config(digits_data, tmp_path, epochs=2), Alone())
+    (digest,) = [digest for _, digest in weights_digests(capsys.readouterr().out)]
+    shutil.rmtree(tmp_path / "model")  # lost with the job that did not save it
+    again = Alone()
+    loop.train(trainer_config(digits_data, tmp_path, epochs=2), again)
+    said = capsys.readouterr().out
+    assert resumed_epochs(said) == [2] and epochs_shown(said) == [] and again.checkpointed == []
+    assert "the checkpoints hold all 2 epochs" in said
+    assert weights_digests(said) == [("alone", digest)]
+    summary = read_train_summary(tmp_path / "model")
+    assert summary["resumed_from_epoch"] == 2 and summary["history"] == {}
+    assert session.weights_digest(load_model(tmp_path / "model")) == digest
 
 
 @pytest.mark.parametrize("every_process_saves", [True, False])

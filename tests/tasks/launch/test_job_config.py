@@ -99,8 +99,11 @@ def test_empty_or_missing_checkpoints_can_be_resumed(tmp_path: Path) -> None:
     check_resumable(Params(), checkpoints(tmp_path / "empty", None, None), "owner")
 
 
-def test_checkpoints_of_the_same_owner_with_epochs_left_can_be_resumed(tmp_path: Path) -> None:
-    check_resumable(params(epochs=5), checkpoints(tmp_path, "me", 4), "me")
+@pytest.mark.parametrize("done", [4, 5])
+def test_checkpoints_of_the_same_owner_with_epochs_left_or_all_can_be_resumed(tmp_path: Path, done: int) -> None:
+    """All 5 epochs checkpointed: the job that trained them failed before it saved the model, and the ranks launched
+    again save it without training."""
+    check_resumable(params(epochs=5), checkpoints(tmp_path, "me", done), "me")
 
 
 def test_checkpoints_of_another_owner_are_refused_as_bad_input(tmp_path: Path) -> None:
@@ -111,8 +114,8 @@ def test_checkpoints_of_another_owner_are_refused_as_bad_input(tmp_path: Path) -
     assert raised.value.bad_input and raised.value.__cause__ is None
 
 
-@pytest.mark.parametrize("done", [5, 7])
-def test_a_job_whose_checkpoints_hold_every_epoch_is_refused(tmp_path: Path, done: int) -> None:
+@pytest.mark.parametrize("done", [6, 7])
+def test_a_job_whose_checkpoints_hold_more_epochs_than_it_trains_is_refused(tmp_path: Path, done: int) -> None:
     with pytest.raises(PreflightError, match=f"^nothing to train: the run's checkpoints already hold {done} epochs "
                                              r"and train.epochs is 5 \(raise train.epochs to continue it\)$"):
         check_resumable(params(epochs=5), checkpoints(tmp_path, "me", done), "me")

@@ -25,7 +25,7 @@ def save_epoch_one(config: TrainerConfig) -> None:
 def horovod_trainings(digits_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Trained]:
     """fit: `horovod` resuming from a checkpoint of epoch 1 to epoch 2; tape: `horovod-tape` with fp16 allreduce,
     one epoch; elastic: `horovod` with train.elastic, two epochs; finished: `horovod` whose checkpoint already holds
-    its only epoch."""
+    its only epoch (it saves the model restored from it)."""
     work = tmp_path_factory.mktemp("horovod")
     configs = {
         "fit": trainer_config(digits_data, work / "fit", epochs=2),

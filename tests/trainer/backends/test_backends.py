@@ -21,7 +21,7 @@ from tasks.launch.supervise.processes import Process, RankFailed, run_processes
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, free_port, numbered_data, quiet_env
-from trainer.checkpoint_files import saved_epochs
+from trainer.checkpoint_files import FAIL_BEFORE_SAVE_ENV, saved_epochs
 from trainer.model_io import read_train_summary
 from trainer.prepared_data import read_manifest
 from trainer.protocol import resumed_epochs, weights_digests
@@ -97,6 +97,27 @@ def test_a_killed_run_resumes_from_its_last_epoch(digits_data: Path, tmp_path: P
     assert len(found) == 2 and found[0] == found[1]  # all ranks restored identically
     summary = read_train_summary(out)
     assert summary["resumed_from_epoch"] == 2
+
+
+def test_a_rank_lost_after_the_last_checkpoint_is_finished_by_the_next_launch(digits_data: Path, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank killed between the last epoch's checkpoint and the model's save (the trainer's test-only hook): the
+    job fails retryably, its model not saved, its checkpoints holding every epoch. Launched again (the flow's retry,
+    --resume), the ranks restore the last checkpoint and save the model without training an epoch."""
+    monkeypatch.setenv(FAIL_BEFORE_SAVE_ENV, str(tmp_path / "failed-once"))
+    params = Params(train=TrainParams(np=2, epochs=2, warmup_epochs=1))
+    with pytest.raises(RankFailed, match=r"^rank [01] on \S+ was killed by signal SIGKILL") as failed:
+        train_for_test(params, digits_data, tmp_path, [])
+    assert failed.value.retryable
+    assert saved_epochs(tmp_path / "checkpoints") == 2 and not (tmp_path / "model").exists()
+    lines: list[str] = []
+    out = train_for_test(params, digits_data, tmp_path, lines)
+    assert resumed_epochs("\n".join(lines)) == [2]
+    assert not [line for line in lines if re.search(r"epoch \d+: ", line)]  # nothing trained again
+    found = digests(lines)
+    assert len(found) == 2 and found[0] == found[1]  # both ranks restored the same checkpoint
+    assert read_train_summary(out)["resumed_from_epoch"] == 2
+    assert evaluate(out, digits_data).metrics["test_accuracy"] >= 0.5  # the trained model, not a fresh one
 
 
 @pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape"])

@@ -48,7 +48,7 @@ def up(place: Place) -> int:
     place.make_folders()
     users = choose_users(place)
     prepare_files(place, users)
-    postgres.init_cluster(read_secrets(place)["DB_PASSWORD"], say)
+    postgres.init_cluster(say)
     postgres.refuse_second_start()
     place.refuse_taken_ports()
     processes.stop_on_signals()
@@ -69,8 +69,8 @@ def up(place: Place) -> int:
 
 def started(place: Place, users: Users, postgres: Postgres) -> None:
     """The servers, the worker, the ready lines, then the watch (which ends only by an exception)."""
-    postgres.start()
     secrets = read_secrets(place)
+    postgres.start(secrets["DB_PASSWORD"], say)
     start_mlflow(place, users, secrets)
     start_prefect(place, users, secrets)
     write_client_env(place, secrets)

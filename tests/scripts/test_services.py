@@ -63,6 +63,17 @@ def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_withou
     assert not [command for command in commands if "huey" in command]
 
 
+def test_the_servers_database_role_owns_their_databases_and_runs_no_program(services: Services) -> None:
+    """MLflow's and Prefect's migrations ran as the role the servers use, which owns the databases and is no
+    superuser: with its password, no `COPY ... TO PROGRAM` runs a command as PostgreSQL's user."""
+    assert services.psql("prefect", "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") == "f"
+    assert services.psql("mlflow", "SELECT count(*) FROM alembic_version") == "1"  # MLflow's migrations ran
+    assert services.psql("prefect", "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'") == "1"
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        services.psql("mlflow", "COPY (SELECT 1) TO PROGRAM 'id'")
+    assert "must be superuser or have privileges of the pg_execute_server_program role" in refused.value.stderr
+
+
 def test_two_users_share_one_experiment_registry_and_gate(services: Services, tmp_path: Path) -> None:
     users = {name: make_workspace(tmp_path / name) for name in ("ada", "grace")}
     run_ids = {}

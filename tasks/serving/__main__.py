@@ -5,13 +5,14 @@ one line of the server's own."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import signal
 import socket
 import sys
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -70,21 +71,58 @@ def first_champion(params: Params, warm_up: list[bytes], wait: bool) -> ServedMo
         return load_version(name, version, warm_up)
 
 
+def timed_h11(read_timeout: float) -> type:
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request's headers within read_timeout
+    of its opening or of its last answer (uvicorn times out neither: a silent or slow client held its connection,
+    and serving.max_connections of them every other client, for ever)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11(H11Protocol):
+        _headers_due: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._wait_for_headers()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._wait_for_headers()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._headers_due is not None:
+                self._headers_due.cancel()
+            super().connection_lost(exc)
+
+        def _wait_for_headers(self) -> None:
+            if self._headers_due is not None:
+                self._headers_due.cancel()
+            self._headers_due = self.loop.call_later(read_timeout, self._headers_late, self.cycle)
+
+        def _headers_late(self, cycle: Any) -> None:
+            if self.cycle is cycle and not self.transport.is_closing():  # no new request since: close
+                self.transport.close()
+    return TimedH11
+
+
 def serve(params: Params, wait: bool) -> None:
     """Serve until uvicorn stops (a signal: re-raised by uvicorn once every answer is sent)."""
     import uvicorn
     settings = params.serving
     warm_up = encoded_examples(np.zeros((1, 8, 8, 1), np.float32))
     champion = Champion(first_champion(params, warm_up, wait))
-    batcher = Batcher(champion.current, settings.max_batch_size, settings.max_wait_ms / 1000)
+    batcher = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, settings.max_queued_requests)
     watcher = ChampionWatcher(champion, settings.poll_seconds, warm_up)
-    app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances))
+    app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances,
+                                                settings.max_image_pixels, settings.read_timeout_seconds))
     model, url = champion.model, f"http://{settings.host}:{settings.port}"
     say(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
         f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")
     try:
         uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                                      access_log=False, timeout_graceful_shutdown=10)).run()
+                                      access_log=False, timeout_graceful_shutdown=10,
+                                      http=timed_h11(settings.read_timeout_seconds),
+                                      limit_concurrency=settings.max_connections,
+                                      timeout_keep_alive=settings.keep_alive_seconds)).run()  # type: ignore[arg-type]
     finally:
         watcher.close()
         batcher.close()

@@ -1,54 +1,72 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
 (`POST /v1/models/<name>:predict`, `GET /v1/models/<name>`), MLflow's scoring server (`POST /invocations`,
 `GET /ping`, `GET /health`) and the request limits. Every answer names the version that made it (the header
-X-Model-Version); every refused request is one line of the log."""
+X-Model-Version): the one current when its request came, which read it for its input shape. Every refused request
+is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from tasks.serving.batcher import Batcher
+from tasks.serving.batcher import Batcher, Busy
 from tasks.serving.champion import Champion, say
 from tasks.serving.protocol import Inputs, Refused, mlflow_answer, mlflow_inputs, tf_serving_answer, tf_serving_inputs
 from tasks.serving.served_model import Answer, ServedModel
+from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may hold."""
+    """What one request may hold, and how long its client may take to send it."""
     max_request_bytes: int
     max_instances: int
+    max_image_pixels: int
+    read_timeout_seconds: float
 
 
-async def body_of(request: Request, limit: int) -> bytes:
-    """The request's body; Refused (413) as soon as it is known to be over `limit`, before the rest is read."""
+async def body_of(request: Request, limits: Limits) -> bytes:
+    """The request's body; Refused as soon as it is known to be over max_request_bytes (413), before the rest is
+    read, or when it is not all sent within read_timeout_seconds (408)."""
+    limit = limits.max_request_bytes
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdigit() and len(declared) < 20 and int(declared) > limit:
         raise Refused(413, f"a body of {int(declared)} bytes: over serving.max_request_bytes ({limit})")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, f"a body of over {limit} bytes: over serving.max_request_bytes ({limit})")
-        chunks.append(chunk)
-    return b"".join(chunks)
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise Refused(413, f"a body of over {limit} bytes: over serving.max_request_bytes ({limit})")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    try:
+        return await asyncio.wait_for(read(), limits.read_timeout_seconds)
+    except TimeoutError:
+        raise Refused(408, "the body was not all sent within serving.read_timeout_seconds "
+                           f"({limits.read_timeout_seconds:g} s)") from None
 
 
-async def document_of(request: Request, limit: int) -> Any:
-    """The request's JSON document."""
+async def document_of(request: Request, limits: Limits) -> Any:
+    """The request's JSON document; Refused (400) for what Python's JSON reader cannot read: not JSON, nested
+    deeper than its recursion limit, an integer of more digits than int() takes."""
     if request.headers.get("content-type", "").startswith("text/csv"):
         raise Refused(415, "CSV is not read here: send JSON (dataframe_split, dataframe_records, instances, inputs)")
+    body = await body_of(request, limits)
     try:
-        return json.loads(await body_of(request, limit))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise Refused(400, f"the body is not JSON ({error})") from None
+        return json.loads(body)
+    except RecursionError:
+        raise Refused(400, "the body is not JSON this server reads: nested too deep") from None
+    except ValueError as error:  # not UTF-8, not JSON, an integer over sys.get_int_max_str_digits() digits
+        raise Refused(400, f"the body is not JSON this server reads ({str(error).split(';')[0][:200]})") from None
 
 
 class Failed(RuntimeError):
@@ -56,16 +74,22 @@ class Failed(RuntimeError):
     status = 500
 
 
-async def answered(batcher: Batcher, champion: Champion, inputs: Inputs) -> tuple[ServedModel, Answer]:
-    """Encoded images through the batcher; float images straight to the served model's float signature."""
+async def answered(batcher: Batcher, model: ServedModel, inputs: Inputs, max_pixels: int) -> Answer:
+    """`model`'s answer: encoded images through the batcher, each declaring over max_pixels in its header refused
+    before it reaches TensorFlow (sent as an empty item, answered with its reason); float images straight to the
+    model's float signature."""
     try:
         if inputs.encoded is not None:
-            return await batcher.classify(inputs.encoded)
-        model = champion.current()
+            refusals = [size_refusal(image, max_pixels) for image in inputs.encoded]
+            answer = await batcher.classify([b"" if reason else image
+                                             for reason, image in zip(refusals, inputs.encoded)], model)
+            return replace(answer, errors=[reason or error for reason, error in zip(refusals, answer.errors)])
         assert inputs.pixels is not None
-        return model, await run_in_threadpool(model.classify_pixels, inputs.pixels)
+        return await run_in_threadpool(model.classify_pixels, inputs.pixels)
+    except Busy:
+        raise
     except Exception as error:  # TensorFlow's error on these images: this request fails, not the server
-        raise Failed(f"v{champion.model.version} failed on the request's images: {what_failed(error)}") from error
+        raise Failed(f"v{model.version} failed on the request's images: {what_failed(error)}") from error
 
 
 def what_failed(error: Exception) -> str:
@@ -83,16 +107,22 @@ def status_of(champion: Champion) -> dict[str, Any]:
     return {"model_version_status": versions}
 
 
-def refusal(request: Request, error: Refused | Failed, body: Callable[[str], dict[str, Any]]) -> JSONResponse:
+def printable(text: str) -> str:
+    """`text` with its control and other unprintable characters escaped as Python writes them (\\n, \\x1b)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def refusal(request: Request, error: Refused | Failed | Busy,
+            body: Callable[[str], dict[str, Any]]) -> JSONResponse:
     """The answer to a refused (or failed) request, and its line in the log."""
     client = request.client.host if request.client else "?"
-    verb = "refused" if isinstance(error, Refused) else "failed"
-    say(f"{verb} {request.method} {request.url.path} from {client} ({error.status}): {error}")
+    verb = "failed" if isinstance(error, Failed) else "refused"
+    say(printable(f"{verb} {request.method} {request.url.path} from {client} ({error.status}): {error}"))
     return JSONResponse(body(str(error)), status_code=error.status)
 
 
 def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI:
-    """The app, answering with whatever model `champion` holds when a batch starts."""
+    """The app, answering each request with the model `champion` holds when it comes."""
     app = FastAPI(title="ringflow model server", docs_url="/docs", redoc_url=None)
     name = champion.model.name
 
@@ -101,13 +131,14 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
 
     @app.post("/v1/models/{model_name}:predict")
     async def predict(model_name: str, request: Request) -> JSONResponse:
+        model = champion.current()
         try:
             if model_name != name:
                 raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
-            document = await document_of(request, limits.max_request_bytes)
-            inputs = tf_serving_inputs(document, limits.max_instances, champion.model.image_shape)
-            model, result = await answered(batcher, champion, inputs)
-        except (Refused, Failed) as error:
+            document = await document_of(request, limits)
+            inputs = tf_serving_inputs(document, limits.max_instances, model.image_shape)
+            result = await answered(batcher, model, inputs, limits.max_image_pixels)
+        except (Refused, Failed, Busy) as error:
             return refusal(request, error, lambda reason: {"error": reason})
         return answer(tf_serving_answer(result, inputs.rows), model)
 
@@ -120,12 +151,13 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
 
     @app.post("/invocations")
     async def invocations(request: Request) -> JSONResponse:
+        model = champion.current()
         try:
-            document = await document_of(request, limits.max_request_bytes)
-            inputs = mlflow_inputs(document, limits.max_instances, champion.model.image_shape)
-            model, result = await answered(batcher, champion, inputs)
-        except (Refused, Failed) as error:
-            code = "BAD_REQUEST" if isinstance(error, Refused) else "INTERNAL_ERROR"
+            document = await document_of(request, limits)
+            inputs = mlflow_inputs(document, limits.max_instances, model.image_shape)
+            result = await answered(batcher, model, inputs, limits.max_image_pixels)
+        except (Refused, Failed, Busy) as error:
+            code = {Refused: "BAD_REQUEST", Busy: "RESOURCE_EXHAUSTED"}.get(type(error), "INTERNAL_ERROR")
             return refusal(request, error, lambda reason: {"error_code": code, "message": reason})
         return answer(mlflow_answer(result, model.class_names), model)
 

@@ -1,7 +1,9 @@
 """Dynamic batching: the images of concurrent requests are classified together, in batches of up to
 max_batch_size images, each batch waiting at most max_wait for more once it has one (TensorFlow Serving's
-max_batch_size and batch_timeout_micros). One thread runs the model, so the event loop only parses and answers;
-each batch is answered by the model that is current when it starts (a swap never splits a batch)."""
+max_batch_size and batch_timeout_micros). One thread runs the model, so the event loop only parses and answers.
+Each request is answered by the model it was read for (its input shape; a swap can come between the two): a batch
+holds the requests of one model. At most max_queued requests wait; one more is Busy (TensorFlow Serving's
+RESOURCE_EXHAUSTED)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,15 +11,15 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 from tasks.serving.served_model import Answer, ServedModel
 
 
 @dataclass
 class Waiting:
-    """A request's images, and where their answer goes."""
+    """A request's images, the model it was read for, and where their answer goes."""
     images: list[bytes]
+    model: ServedModel
     answer: asyncio.Future
     loop: asyncio.AbstractEventLoop
 
@@ -33,28 +35,39 @@ def settle(answer: asyncio.Future, result: object, failed: bool) -> None:
         answer.set_result(result)
 
 
+class Busy(RuntimeError):
+    """Too many requests wait for the model: HTTP 429, as TensorFlow Serving says RESOURCE_EXHAUSTED."""
+    status = 429
+
+    def __init__(self) -> None:
+        super().__init__("The batch scheduling queue to which this task was submitted is full")
+
+
 class Batcher:
     """Classifies the images of many requests in shared batches, on a thread of its own."""
 
-    def __init__(self, current: Callable[[], ServedModel], max_batch_size: int, max_wait_seconds: float) -> None:
-        self._current, self._max_size, self._max_wait = current, max_batch_size, max_wait_seconds
-        self._queue: queue.Queue[Waiting | None] = queue.Queue()
+    def __init__(self, max_batch_size: int, max_wait_seconds: float, max_queued: int) -> None:
+        self._max_size, self._max_wait = max_batch_size, max_wait_seconds
+        self._queue: queue.Queue[Waiting | None] = queue.Queue(max_queued)
         self._held: list[Waiting | None] = []  # what ended the last gathering: a request that did not fit (the
         # next batch's first) or the stop
         self.batches = self.images = 0  # how many batches ran, of how many images (the status tells)
         self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
         self._thread.start()
 
-    async def classify(self, images: list[bytes]) -> tuple[ServedModel, Answer]:
-        """The model that answered, and its answer for these images."""
+    async def classify(self, images: list[bytes], model: ServedModel) -> Answer:
+        """`model`'s answer for these images; Busy when max_queued requests wait already."""
         loop = asyncio.get_running_loop()
-        waiting = Waiting(images, loop.create_future(), loop)
-        self._queue.put(waiting)
+        waiting = Waiting(images, model, loop.create_future(), loop)
+        try:
+            self._queue.put_nowait(waiting)
+        except queue.Full:
+            raise Busy() from None
         return await waiting.answer
 
     def close(self) -> None:
         """Stop after the batches already asked for."""
-        self._queue.put(None)
+        self._queue.put(None)  # waits for room: what is queued is answered first
         self._thread.join()
 
     def _run(self) -> None:
@@ -62,7 +75,8 @@ class Batcher:
             self._answer(batch)
 
     def _gather(self) -> list[Waiting] | None:
-        """The next batch: the first request waiting, then others until max_batch_size images or max_wait."""
+        """The next batch: the first request waiting, then others of its model until max_batch_size images or
+        max_wait (a request of another model, or one that does not fit, starts the next batch)."""
         first = self._held.pop() if self._held else self._queue.get()
         if first is None:
             return None
@@ -73,7 +87,7 @@ class Batcher:
                 waiting = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if waiting is None or size + len(waiting.images) > self._max_size:
+            if waiting is None or waiting.model is not first.model or size + len(waiting.images) > self._max_size:
                 self._held.append(waiting)
                 break
             batch.append(waiting)
@@ -81,8 +95,8 @@ class Batcher:
         return batch
 
     def _answer(self, batch: list[Waiting]) -> None:
-        """Run the current model on the batch's images and give each request its rows."""
-        model = self._current()
+        """Run the batch's model on its images and give each request its rows."""
+        model = batch[0].model
         try:
             answer = model.classify([image for waiting in batch for image in waiting.images])
         except Exception as error:  # the model failed on this batch: each of its requests is told, not the server
@@ -93,5 +107,5 @@ class Batcher:
         start = 0
         for waiting in batch:
             rows = answer.rows(start, start + len(waiting.images))
-            waiting.loop.call_soon_threadsafe(settle, waiting.answer, (model, rows), False)
+            waiting.loop.call_soon_threadsafe(settle, waiting.answer, rows, False)
             start += len(waiting.images)

@@ -1,12 +1,16 @@
 """make serve-model against a real MLflow registry (a temporary SQLite store) and real models: images in as
 TensorFlow Serving's and MLflow's clients send them, class names out; refused requests one line each; a champion
-promoted while clients ask is served without a failed request; no champion, a taken port and Ctrl-C are one line."""
+promoted while clients ask is served without a failed request; no champion, a taken port and Ctrl-C are one line.
+What a client can send does not stall or grow the server: an image declaring 20000x20000 pixels is refused from
+its header, silent and slow clients are cut off, a full queue is 429, JSON Python cannot read is a 400, and what the
+client chose is escaped in the log."""
 from __future__ import annotations
 
 import base64
 import io
 import json
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -191,3 +195,118 @@ def test_no_champion_a_taken_port_and_ctrl_c_are_one_line_each(server: Server, t
     interrupted.send_signal(signal.SIGINT)
     assert interrupted.wait(30) == 130
     assert (tmp_path / "interrupted.log").read_text().splitlines()[-1] == "[serve-model] stopped (Ctrl-C)"
+
+
+@pytest.fixture(scope="module")
+def tight_server(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same registry's champion served with a queue of one request, batches of one request, reads timed out
+    after 2 s, and requests large enough for the reviewer's 1.2 MB image."""
+    port, log = free_port(), tmp_path_factory.mktemp("tight") / "server.log"
+    process = start(server.store_uri, port, log, "serving.max_queued_requests=1", "serving.max_batch_size=1",
+                    "serving.max_wait_ms=0", "serving.read_timeout_seconds=2", f"serving.max_request_bytes={4 * 2**20}")
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", 120, process)
+        yield Server(f"http://127.0.0.1:{port}", log, process, server.store_uri, server.test_images)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def resident_bytes(pid: int) -> int:
+    """The process's resident memory now (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def timed_call(url: str, body: Any) -> tuple[float, tuple[int, dict[str, Any], str]]:
+    started = time.monotonic()
+    answer = call(url, body)
+    return time.monotonic() - started, answer
+
+
+def test_an_image_declaring_20000x20000_pixels_is_refused_from_its_header_without_stalling_others(
+        tight_server: Server) -> None:
+    from tests.trainer.test_serving_bytes import png_declaring
+    predict, digit = f"{tight_server.url}/v1/models/ringflow:predict", {"instances": [b64(drawn_digit(7))]}
+    normal = max(timed_call(predict, digit)[0] for _ in range(5))
+    bomb = png_declaring(20000, 20000)  # 1.2 MB; 1.2 GB decoded
+    before = resident_bytes(tight_server.process.pid)
+    results: dict[str, tuple[float, tuple[int, dict[str, Any], str]]] = {}
+    sender = threading.Thread(target=lambda: results.update(bomb=timed_call(
+        predict, {"instances": [b64(bomb), b64(drawn_digit(1))]})))
+    sender.start()
+    time.sleep(0.05)
+    results["beside"] = timed_call(predict, digit)
+    sender.join(60)
+    after = resident_bytes(tight_server.process.pid)
+    (bomb_seconds, (status, answer, _)), (beside_seconds, beside) = results["bomb"], results["beside"]
+    print(f"refused in {bomb_seconds:.3f} s; beside it {beside_seconds:.3f} s (normal {normal:.3f} s); "
+          f"RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB")
+    assert status == 200 and [row["errors"] for row in answer["predictions"]] == [
+        "declares 20000x20000 pixels, over serving.max_image_pixels 4194304", ""]
+    assert answer["predictions"][1]["classes"] in CLASS_NAMES and answer["predictions"][0]["classes"] == ""
+    assert beside[0] == 200 and beside[1]["predictions"][0]["errors"] == ""
+    assert bomb_seconds < 5 and beside_seconds < normal + 2  # decoded, it took 10.8 s, and every client waited
+    assert after - before < 200 * 2**20  # decoded, the server grew by 6.8 GB
+
+
+def test_silent_and_slow_clients_are_cut_off_and_200_idle_connections_stop_no_one(tight_server: Server) -> None:
+    host, port = "127.0.0.1", int(tight_server.url.rsplit(":", 1)[1])
+    idle = [socket.create_connection((host, port), timeout=10) for _ in range(200)]
+    slow = socket.create_connection((host, port), timeout=10)
+    try:
+        slow.sendall(b"POST /v1/models/ringflow:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        status, answer, _ = call(f"{tight_server.url}/v1/models/ringflow:predict",
+                                 {"instances": [b64(drawn_digit(4))]})
+        assert status == 200 and answer["predictions"][0]["classes"] in CLASS_NAMES
+        assert b" 408 " in slow.recv(4096).split(b"\r\n")[0]  # the body not sent within read_timeout_seconds
+        for connection in idle:  # closed by the server after read_timeout_seconds without a request's headers
+            assert connection.recv(1) == b""
+    finally:
+        for connection in [*idle, slow]:
+            connection.close()
+    timed_out = [line for line in tight_server.log.read_text().splitlines() if "(408)" in line]
+    assert len(timed_out) == 1 and "serving.read_timeout_seconds (2 s)" in timed_out[0]
+
+
+def test_a_full_queue_is_429_as_tensorflow_serving_says_resource_exhausted(tight_server: Server) -> None:
+    body = {"instances": [b64(png(image)) for image in tight_server.test_images]}
+    statuses: list[tuple[int, dict[str, Any]]] = []
+    start_together = threading.Barrier(24)
+
+    def client() -> None:
+        start_together.wait()
+        for _ in range(3):
+            statuses.append(call(f"{tight_server.url}/v1/models/ringflow:predict", body)[:2])
+    clients = [threading.Thread(target=client) for _ in range(24)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(120)
+    busy = [answer for status, answer in statuses if status == 429]
+    assert {status for status, _ in statuses} == {200, 429} and busy[0] == {
+        "error": "The batch scheduling queue to which this task was submitted is full"}
+    assert sum("(429): The batch scheduling queue" in line
+               for line in tight_server.log.read_text().splitlines()) == len(busy)
+
+
+def test_json_python_cannot_read_is_a_400_in_one_line(server: Server) -> None:
+    predict = f"{server.url}/v1/models/ringflow:predict"
+    lines = len(server.log.read_text().splitlines())
+    nested = call(predict, raw=b"[" * 50_000 + b"]" * 50_000)
+    digits = call(predict, raw=b'{"instances": ' + b"7" * 5000 + b"}")
+    assert nested[0] == digits[0] == 400
+    assert "nested too deep" in nested[1]["error"] and "4300 digits" in digits[1]["error"]
+    said = server.log.read_text().splitlines()[lines:]
+    assert len(said) == 2 and all("] refused POST /v1/models/ringflow:predict" in line for line in said), said
+
+
+def test_what_a_client_chose_is_escaped_in_the_log(server: Server) -> None:
+    lines = len(server.log.read_text().splitlines())
+    status = call(f"{server.url}/v1/models/evil%0A[serve-model]%20forged%1B[31m:predict",
+                  {"instances": [b64(drawn_digit(1))]})[0]
+    said = server.log.read_text().splitlines()[lines:]
+    assert status == 404 and len(said) == 1 and "\x1b" not in said[0]
+    assert "evil\\n[serve-model] forged\\x1b[31m" in said[0]

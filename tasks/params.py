@@ -105,8 +105,9 @@ class ServingParams(Section):
     max_instances: int = Field(64, ge=1)  # images in one request; more: the request is refused
     max_request_bytes: int = Field(32 * 2**20, ge=1024)  # a request's body; larger: refused before it is read
     poll_seconds: float = Field(30, ge=1)  # how often the registry is asked which version is the champion
-    max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=16)  # width x height an image's header may declare;
-    # more: that image is refused before it is decoded (the SavedModel's own signature refuses over the default)
+    max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=16, le=MAX_IMAGE_PIXELS)  # width x height an image's header
+    # may declare; more: that image is refused before it is decoded. At most the default: the SavedModel's own
+    # signature refuses over it wherever it is served (trainer/serving_bytes.py, baked in at export)
     max_connections: int = Field(256, ge=1)  # open connections and requests; more: 503 until some end
     read_timeout_seconds: float = Field(30, gt=0)  # a client's time to send a request's headers, then its body
     keep_alive_seconds: float = Field(5, gt=0)  # an idle connection between requests is closed after this

@@ -8,6 +8,7 @@ import threading
 from typing import Callable
 
 from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version
+from tasks.tracking.model_registry import CHAMPION
 
 
 class Champion:
@@ -33,13 +34,19 @@ def say(line: str) -> None:
 
 
 class ChampionWatcher:
-    """Asks the registry every poll_seconds which version is the champion, and swaps a new one in."""
+    """Asks the registry every poll_seconds which version is the champion, and swaps a new one in. A version that
+    cannot be served (`load` raised NotServable: not the pipeline's, changed since it was registered, does not
+    load) is said once and never downloaded again, wherever the alias goes meanwhile; the alias removed is said
+    once, and the served version stays."""
 
     def __init__(self, champion: Champion, poll_seconds: float, warm_up: list[bytes],
-                 ask: Callable[[str], str | None] = champion_version) -> None:
-        self._champion, self._poll, self._warm_up, self._ask = champion, poll_seconds, warm_up, ask
+                 ask: Callable[[str], str | None] = champion_version,
+                 load: Callable[[str, str, list[bytes]], ServedModel] = load_version) -> None:
+        self._champion, self._poll, self._warm_up, self._ask, self._load = champion, poll_seconds, warm_up, ask, load
         self._stop = threading.Event()
         self._registry_away = False
+        self._no_alias = False  # the alias was found removed (said once)
+        self._failing: str | None = None  # a version whose download or load failed (said once; tried again)
         self._thread = threading.Thread(target=self._run, name="champion-watcher", daemon=True)
         self._thread.start()
 
@@ -51,13 +58,16 @@ class ChampionWatcher:
 
     def _run(self) -> None:
         while not self._stop.wait(self._poll):
-            version = self._asked()
+            asked, version = self._asked()
             served = self._champion.model
+            if asked:
+                self._say_alias(served, version)
             if version is not None and version != served.version and version not in self._champion.refused:
                 self._follow(served.name, version)
 
-    def _asked(self) -> str | None:
-        """The champion's version now; None (said once per outage) when the registry does not answer."""
+    def _asked(self) -> tuple[bool, str | None]:
+        """(whether the registry answered, the champion's version now: None when the alias is on no version);
+        a registry that does not answer is said once per outage."""
         try:
             version = self._ask(self._champion.model.name)
         except Exception as error:  # the registry away or failing: keep answering with the model loaded
@@ -65,27 +75,39 @@ class ChampionWatcher:
                 say(f"the registry does not answer ({type(error).__name__}: {str(error)[:200]}): still serving "
                     f"v{self._champion.model.version}, asking again every {self._poll:g} s")
             self._registry_away = True
-            return None
+            return False, None
         if self._registry_away:
             say("the registry answers again")
         self._registry_away = False
-        return version
+        return True, version
+
+    def _say_alias(self, served: ServedModel, version: str | None) -> None:
+        """The alias removed, once; and once it is back on the served version."""
+        if version is None and not self._no_alias:
+            say(f"{served.name}: no version holds the alias {CHAMPION} now: still serving v{served.version}")
+        elif version is not None and self._no_alias and version == served.version:
+            say(f"{served.name}: the alias {CHAMPION} is on v{version} again")
+        self._no_alias = version is None
 
     def _follow(self, name: str, version: str) -> None:
         """Load the new champion beside the served one, then swap it in."""
         self._champion.loading = version
-        say(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
+        if self._failing != version:
+            say(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
         try:
-            model = load_version(name, version, self._warm_up)
+            model = self._load(name, version, self._warm_up)
         except NotServable as error:
             self._champion.refused[version] = str(error)
             say(f"{error}; still serving v{self._champion.model.version}")
             return
-        except Exception as error:  # a download or load that failed: tried again at the next poll
-            say(f"{name} v{version} did not load ({type(error).__name__}: {str(error)[:200]}): tried again in "
-                f"{self._poll:g} s")
+        except Exception as error:  # a download that failed (the registry or its artifacts away): tried again
+            if self._failing != version:
+                say(f"{name} v{version} did not download ({type(error).__name__}: {str(error)[:200]}): tried again "
+                    f"every {self._poll:g} s")
+            self._failing = version
             return
         finally:
             self._champion.loading = None
+        self._failing = None
         previous = self._champion.swap(model)
         say(f"{name} v{version} answers now (loaded in {model.load_seconds:.1f} s; v{previous.version} retired)")

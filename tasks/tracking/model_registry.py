@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tasks.paths import ROOT
-from tasks.tracking import mlflow_store
+from tasks.tracking import mlflow_store, registry_signature
 
 MODEL_ARTIFACT = "mlflow-model"
 SERVING_MODEL_FILE = ROOT / "tasks" / "outputs" / "serving_model.py"  # the pyfunc model, logged as code
@@ -90,8 +90,8 @@ def serving_signature() -> Any:
 def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, class_names: list[str],
                          model_name: str) -> str:
     """Log the SavedModel as a pyfunc MLflow model of the run (its signature; its input example: the `examples`
-    images as PNG bytes; the class names in its config) and register it; returns the version. The run stays
-    RUNNING: it finishes when the whole pipeline has."""
+    images as PNG bytes; the class names in its config) and register it, its digest signed (sign_version); returns
+    the version. The run stays RUNNING: it finishes when the whole pipeline has."""
     from importlib.metadata import version as installed
 
     import mlflow
@@ -99,6 +99,7 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
     from mlflow.models import Model
 
     from tasks.outputs.serving_model import IMAGE
+    key, digest = registry_signature.pipeline_key(), registry_signature.savedmodel_digest(savedmodel)
     mlflow.set_tracking_uri(mlflow_store.tracking_uri())
     mlflow.start_run(run_id=run_id)
     try:
@@ -111,7 +112,17 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
             registered_model_name=model_name, validate_serving_input=False)
     finally:
         mlflow.end_run(status="RUNNING")
-    return str(info.registered_model_version)
+    version = str(info.registered_model_version)
+    sign_version(key, model_name, version, digest, class_names)
+    return version
+
+
+def sign_version(key: bytes, model_name: str, version: str, digest: str, class_names: list[str]) -> None:
+    """Record on the version the SavedModel's digest and the pipeline's signature of it (registry_signature: what
+    the model server checks before it loads a version)."""
+    client = mlflow_store.client()
+    for name, value in registry_signature.version_tags(key, model_name, version, digest, class_names).items():
+        client.set_model_version_tag(model_name, version, name, value)
 
 
 def current_champion(model_name: str) -> Any | None:

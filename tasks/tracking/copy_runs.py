@@ -10,8 +10,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from tasks.params import ParamsError
 from tasks.tracking.mlflow_store import shown
-from tasks.tracking.server import credentials_only_for_their_server, credentials_refusal
+from tasks.tracking.server import credentials_only_for_their_server, credentials_refusal, foreign_artifacts
 
 COPIED_FROM = "ringflow.copied_from"  # on a copied run: the source run's id; on a model version: name/version
 COPYING_FROM = "ringflow.copying_from"  # on a copy being made (a copy killed half-way keeps it: removed next time)
@@ -59,6 +60,14 @@ class StoreEnd:
         return call
 
 
+def check_location(end: StoreEnd, what: str, location: str) -> None:
+    """Refuses artifacts of `end` kept on a server the credentials that go to `end` are not for."""
+    with credentials_only_for_their_server(end.tracking_uri):
+        problem = foreign_artifacts(what, location)
+    if problem:
+        raise ParamsError(f"{shown(end.tracking_uri)}: {problem}")
+
+
 def pages(search: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
     """Every result of a paged MLflow search."""
     token = None
@@ -72,8 +81,10 @@ def pages(search: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
 
 def target_experiment(target: Any, experiment: Any) -> str:
     """The experiment of that name in the target store, made when missing (with its tags; its artifacts where the
-    store keeps them)."""
+    store keeps them); refused when it keeps them on a server the environment's credentials are not for."""
     found = target.get_experiment_by_name(experiment.name)
+    if found is not None:
+        check_location(target, f"experiment {experiment.name}", found.artifact_location)
     return found.experiment_id if found is not None else target.create_experiment(experiment.name,
                                                                                    tags=experiment.tags)
 
@@ -137,6 +148,7 @@ def finished_copies(target: Any, experiment_id: str) -> dict[str, str]:
 def copy_experiment_runs(source: Any, target: Any, experiment: Any, report: CopyReport) -> None:
     """The experiment's ended runs not copied before, parents before their children (a run still going, or whose
     parent is, is left for a later copy)."""
+    check_location(source, f"experiment {experiment.name}", experiment.artifact_location)
     experiment_id = target_experiment(target, experiment)
     copied = finished_copies(target, experiment_id)
     runs = list(pages(source.search_runs, [experiment.experiment_id], order_by=["attributes.start_time ASC"]))
@@ -157,6 +169,7 @@ def copy_version(source: Any, target: Any, version: Any, run_ids: dict[str, str]
     import mlflow
     new_run = run_ids[version.run_id]
     stored = source.get_model_version_download_uri(version.name, version.version)
+    check_location(source, f"model version {version.name}/{version.version}", stored)
     with tempfile.TemporaryDirectory(prefix="copy-runs-") as folder:
         with credentials_only_for_their_server(source.tracking_uri):
             local = mlflow.artifacts.download_artifacts(artifact_uri=stored, dst_path=folder,

@@ -56,10 +56,15 @@ def client() -> Any:
 def experiment_id(name: str) -> str:
     """The experiment's id, created when new: its artifacts under mlruns/artifacts, or where a tracking server
     keeps them (it serves them over HTTP, so a host without this machine's disk writes them too); tagged with its
-    kind, model training (MLflow 3.17's own UI goes by its browser's view instead: run_log.runs_link)."""
+    kind, model training (MLflow 3.17's own UI goes by its browser's view instead: run_log.runs_link). One that
+    keeps its artifacts on a server the environment's credentials are not for is refused in one line."""
+    from tasks.params import ParamsError
+    from tasks.tracking.server import foreign_artifacts  # (server.py imports this module)
     mlflow_client = client()
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
+        if problem := foreign_artifacts(f"experiment {name}", found.artifact_location):  # credentials go there
+            raise ParamsError(problem)
         if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # made before ringflow said its kind
             mlflow_client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
         return found.experiment_id

@@ -91,6 +91,14 @@ def credentials_kept_for(uri: str, environ: dict[str, str] | os._Environ) -> str
     return refusal
 
 
+def foreign_artifacts(what: str, location: str) -> str | None:
+    """One line when `what` (an experiment, a model version) keeps its artifacts on an HTTP server the
+    environment's credentials were not issued for (MLflow's client sends them with every artifact it writes or
+    reads there); else None."""
+    refusal = credentials_refusal(location, os.environ)
+    return f"{what} keeps its artifacts at {shown(location)}: {refusal}" if refusal else None
+
+
 @contextlib.contextmanager
 def credentials_only_for_their_server(uri: str) -> Iterator[None]:
     """Within: the environment holds its MLflow credentials only if they were issued for `uri` (MLflow's client

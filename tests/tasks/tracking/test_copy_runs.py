@@ -11,7 +11,16 @@ from tasks.params import load_params
 from tasks.tracking.copy_runs import COPIED_FROM, copy_runs
 from tasks.tracking.run_labels import dataset_input
 from tests.tasks.tracking.test_run_labels import MANIFEST
-from tests.tasks.tracking.test_server import BASIC, Seen, authorizations, mlflow_server
+from tests.tasks.tracking.test_server import (
+    BASIC,
+    EXPERIMENT,
+    MLFLOW_ANSWERS,
+    Seen,
+    authorizations,
+    mlflow_like,
+    mlflow_server,
+    serving,
+)
 
 
 def filled_store(folder: Path) -> str:
@@ -150,3 +159,30 @@ def test_copy_runs_sends_the_credentials_to_the_end_they_were_issued_for_only(
     finally:
         source_server.close()
         target_server.close()
+
+
+def test_copy_runs_refuses_artifacts_kept_on_a_server_the_credentials_are_not_for(
+        credentials: pytest.MonkeyPatch) -> None:
+    """The source (the credentials' server) keeps an experiment's artifacts on another server: copy-runs stops in
+    one line before it reads any of them there, with the credentials or without."""
+    from tasks import steps
+    from tasks.params import ParamsError
+    elsewhere_seen: Seen = []
+    elsewhere_server = mlflow_server(elsewhere_seen)
+    elsewhere = next(elsewhere_server)
+    planted = {"experiments": [EXPERIMENT | {"artifact_location": f"{elsewhere}/artifacts"}]}
+    answers = MLFLOW_ANSWERS | {"experiments/search": planted}
+    source_server = serving(lambda method, path: mlflow_like(method, path, answers), lambda *request: None)
+    target_server = mlflow_server([])
+    source, target = next(source_server), next(target_server)
+    try:
+        credentials.setenv("RINGFLOW_CREDENTIALS_FOR", source)
+        with pytest.raises(ParamsError) as refused:
+            steps.copy_runs_step(source, target)
+        assert str(refused.value) == (f"{source}: experiment ringflow keeps its artifacts at {elsewhere}/artifacts: "
+                                      "this environment's MLflow credentials (MLFLOW_TRACKING_USERNAME, "
+                                      f"MLFLOW_TRACKING_PASSWORD) are for {source}, not sent to another server")
+        assert elsewhere_seen == []
+    finally:
+        for server in (source_server, target_server, elsewhere_server):
+            server.close()

@@ -6,11 +6,13 @@ import http.server
 import json
 import os
 import threading
+from pathlib import Path
 from typing import Callable, Generator, Iterator
 
 import pytest
 
 from tasks.params import ParamsError, TrackingParams
+from tasks.tracking import mlflow_store
 from tasks.tracking.server import (
     check_tracking,
     credentials_header,
@@ -41,7 +43,7 @@ def serving(answer: Callable[[str, str], Answer], record: Callable[[str, str, st
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = do_PATCH = do_DELETE = respond  # noqa: N815 (http.server's names)
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = respond  # noqa: N815 (http.server's names)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -58,22 +60,24 @@ def serving(answer: Callable[[str, str], Answer], record: Callable[[str, str, st
 def answering(status: int, body: bytes, seen: list[str | None] | None = None) -> Server:
     """A plain HTTP server that answers every request with `status` (no MLflow: what a wrong URL reaches); each
     request's Authorization header into `seen`."""
+    kept = [] if seen is None else seen
     yield from serving(lambda method, path: (status, {}, body),
-                       lambda method, path, authorization: seen is not None and seen.append(authorization))
+                       lambda method, path, authorization: kept.append(authorization))
 
 
 NOT_FOUND = json.dumps({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "not here"}).encode()
 EXPERIMENT = {"experiment_id": "1", "name": "ringflow", "artifact_location": "mlflow-artifacts:/1",
               "lifecycle_stage": "active"}
-MLFLOW_ANSWERS = {"experiments/search": {"experiments": [EXPERIMENT]}, "experiments/create": {"experiment_id": "1"},
-                  "runs/search": {"runs": []}, "registered-models/search": {"registered_models": []},
-                  "model-versions/search": {"model_versions": []}}
+MLFLOW_ANSWERS: dict[str, object] = {
+    "experiments/search": {"experiments": [EXPERIMENT]}, "experiments/create": {"experiment_id": "1"},
+    "runs/search": {"runs": []}, "registered-models/search": {"registered_models": []},
+    "model-versions/search": {"model_versions": []}}
 
 
-def mlflow_like(method: str, path: str) -> Answer:
+def mlflow_like(method: str, path: str, answers: dict[str, object] = MLFLOW_ANSWERS) -> Answer:
     """What a tracking server holding one empty experiment answers (enough for a lookup and a copy of it)."""
     endpoint = path.split("?")[0].split("/mlflow/", 1)[-1]
-    found = MLFLOW_ANSWERS.get(endpoint)
+    found = answers.get(endpoint)
     if found is None:
         return 404, {"Content-Type": "application/json"}, NOT_FOUND
     return 200, {"Content-Type": "application/json"}, json.dumps(found).encode()
@@ -276,3 +280,29 @@ def test_a_redirect_to_another_origin_never_carries_the_credentials(credentials:
     finally:
         issued.close()
         other.close()
+
+
+def test_an_experiment_keeping_its_artifacts_on_another_server_is_refused(credentials: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    """An experiment whose artifact location is an HTTP server the credentials were not issued for (anyone who may
+    create the experiment chooses it): the run is refused in one line before MLflow's client writes an artifact
+    there with the credentials."""
+    from mlflow.tracking import MlflowClient
+    seen: Seen = []
+    server = mlflow_server(seen)
+    elsewhere = next(server)
+    try:
+        credentials.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+        credentials.setenv("RINGFLOW_CREDENTIALS_FOR", "http://10.0.0.5:5000")
+        MlflowClient().create_experiment("planted", artifact_location=f"{elsewhere}/artifacts")
+        (tmp_path / "model.txt").write_text("weights")
+        with pytest.raises(ParamsError) as refused:
+            run_id = mlflow_store.start_run("planted", {}, {})
+            mlflow_store.log_artifacts(run_id, tmp_path / "model.txt")  # what the run does next
+        assert str(refused.value) == (f"experiment planted keeps its artifacts at {elsewhere}/artifacts: this "
+                                      "environment's MLflow credentials (MLFLOW_TRACKING_USERNAME, "
+                                      "MLFLOW_TRACKING_PASSWORD) are for http://10.0.0.5:5000, not sent to another "
+                                      "server")
+        assert seen == []
+    finally:
+        server.close()

@@ -27,6 +27,22 @@ class ServerFailed(RuntimeError):
     """A server did not start, or ended: one line naming it and its log."""
 
 
+def refused(path: Path, error: OSError) -> ServerFailed:
+    """The one line for a path that is a link (or no folder where one is due): refused, nothing done to it."""
+    what = "a link" if os.path.islink(path) else f"not a folder ({error.strerror})"
+    return ServerFailed(f"{path} is {what}: refused (root follows no link in the services' folders); remove it")
+
+
+def open_file(path: Path, flags: int, mode: int = 0o600) -> int:
+    """os.open of path with O_NOFOLLOW: a link there is refused in one line."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as error:
+        if os.path.islink(path):
+            raise refused(path, error) from None
+        raise
+
+
 class Stop(Exception):
     """A signal to stop everything: Ctrl-C (exit 130) or a TERM (make services-down, exit 0)."""
 
@@ -80,8 +96,12 @@ def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def note_pid(pid: int, pid_file: Path) -> None:
-    pid_file.write_text(f"{pid} {start_time(pid) or ''} {boot_id()}\n")
+def note_pid(pid: int, pid_file: Path, descriptor: int | None = None) -> None:
+    """The pid, its start time and the boot in pid_file (or the descriptor opened for it, which it closes)."""
+    if descriptor is None:
+        descriptor = open_file(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(f"{pid} {start_time(pid) or ''} {boot_id()}\n")
 
 
 def noted(pid_file: Path) -> tuple[int, list[str]] | None:
@@ -149,11 +169,18 @@ def start(name: str, command: list[str], run_dir: Path, log_dir: Path, env: Mapp
           cwd: Path | None = None, terminal: bool = False) -> int:
     """The command in a session of its own, its output in log_dir/NAME.log (or this terminal's), its pid noted in
     run_dir/NAME.pid."""
-    with open(os.devnull if terminal else log_dir / f"{name}.log", "w") as log:
+    pid_file = open_file(run_dir / f"{name}.pid", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # before it starts
+    try:
+        log = os.fdopen(open_file(Path(os.devnull) if terminal else log_dir / f"{name}.log",
+                                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w")
+    except BaseException:
+        os.close(pid_file)
+        raise
+    with log:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=None if terminal else log,
                                    stderr=None if terminal else subprocess.STDOUT, start_new_session=True,
                                    env=dict(env) if env is not None else None, cwd=cwd)
-    note_pid(process.pid, run_dir / f"{name}.pid")
+    note_pid(process.pid, run_dir / f"{name}.pid", pid_file)
     STARTED[process.pid] = process
     return process.pid
 
@@ -253,7 +280,7 @@ def stop_groups(seconds: float, pid_files: list[Path], stop_log: Path) -> None:
                 noted = f"killed after {seconds:.0f} s"
             else:
                 continue
-            with open(stop_log, "a") as log:
+            with os.fdopen(open_file(stop_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), "a") as log:
                 log.write(f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')} {name}: {noted}\n")
             pid_file.unlink(missing_ok=True)
             del groups[pid_file]

@@ -93,3 +93,15 @@ def ended(pid: int) -> bool:
     """Whether a process started here has ended (and been reaped)."""
     processes.reap()
     return not processes.running(pid)
+
+
+def test_a_link_in_the_place_of_a_log_or_a_pid_file_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("kept\n")
+    for planted in ("linked.log", "linked.pid"):
+        folder = tmp_path / planted.replace(".", "-")
+        folder.mkdir()
+        (folder / planted).symlink_to(outside)
+        with pytest.raises(processes.ServerFailed, match=rf"^{folder}/{planted} is a link: refused"):
+            processes.start("linked", ["touch", str(folder / "started")], folder, folder)
+        assert outside.read_text() == "kept\n" and not (folder / "started").exists()  # nothing started

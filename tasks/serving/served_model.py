@@ -11,11 +11,10 @@ from typing import Any
 import numpy as np
 
 from tasks.errors import sentence
-from tasks.tracking import mlflow_store, registry_signature
-from tasks.tracking.model_registry import CHAMPION, current_champion
+from tasks.tracking import mlflow_store
+from tasks.tracking.model_registry import CHAMPION, current_champion, verified_download
+from tasks.tracking.registry_signature import Untrusted
 from trainer.serving_bytes import BYTES_SIGNATURE, TOP_K
-
-CLASSES_KEY = "classes"  # the class names, in the registered model's config (model_registry.log_registered_model)
 
 
 class NotServable(RuntimeError):
@@ -94,18 +93,15 @@ def champion_version(model_name: str) -> str | None:
 
 def load_version(model_name: str, version: str, warm_up: list[bytes]) -> ServedModel:
     """Download a version's MLflow model, check that its SavedModel is the one the pipeline signed for it
-    (registry_signature) before TensorFlow reads any of it, load it and answer `warm_up` once (the first call of a
-    signature builds its graph: no request waits for it). NotServable (said once: the version is not tried again)
-    when the version is not the pipeline's, changed since, not ringflow's image model of today, or does not load;
-    a download that fails raises whatever failed (tried again at the next poll)."""
+    (model_registry.verified_download) before TensorFlow reads any of it, load it and answer `warm_up` once (the
+    first call of a signature builds its graph: no request waits for it). NotServable (said once: the version is
+    not tried again) when the version is not the pipeline's, changed since, not ringflow's image model of today, or
+    does not load; a download that fails raises whatever failed (tried again at the next poll)."""
     started = time.monotonic()
-    tags = verified_before_download(model_name, version)
     with tempfile.TemporaryDirectory(prefix="ringflow-serving-") as folder:
-        savedmodel, class_names = downloaded(model_name, version, Path(folder))
         try:
-            registry_signature.verify(registry_signature.read_key(), model_name, version, tags, savedmodel,
-                                      class_names)
-        except registry_signature.Untrusted as error:
+            savedmodel, class_names = verified_download(model_name, version, Path(folder))
+        except Untrusted as error:
             raise NotServable(str(error)) from None
         try:
             model = loaded(model_name, version, savedmodel, class_names, warm_up)
@@ -115,35 +111,6 @@ def load_version(model_name: str, version: str, warm_up: list[bytes]) -> ServedM
             raise NotServable(f"{model_name} v{version} does not load ({type(error).__name__}: "
                               f"{sentence(error)[:200]})") from None
     return replace(model, load_seconds=time.monotonic() - started)
-
-
-def verified_before_download(model_name: str, version: str) -> dict[str, str]:
-    """The version's tags, when it carries the pipeline's signature and this host has a key to check it with
-    (NotServable otherwise: nothing of it is downloaded)."""
-    tags = dict(mlflow_store.client().get_model_version(model_name, version).tags)
-    try:
-        registry_signature.refuse_unsigned(model_name, version, tags)
-        registry_signature.read_key()
-    except registry_signature.Untrusted as error:
-        raise NotServable(str(error)) from None
-    return tags
-
-
-def downloaded(model_name: str, version: str, folder: Path) -> tuple[Path, list[str]]:
-    """The version's MLflow model downloaded into `folder`: its one SavedModel's folder and its class names (read
-    from the MLmodel file's YAML, not by TensorFlow)."""
-    import mlflow
-    from mlflow.artifacts import download_artifacts
-    from mlflow.models import Model
-    mlflow.set_tracking_uri(mlflow_store.tracking_uri())  # models:/ URIs are read from the registry of this URI
-    model_dir = Path(download_artifacts(artifact_uri=f"models:/{model_name}/{version}", dst_path=str(folder),
-                                        tracking_uri=mlflow_store.tracking_uri()))
-    config = Model.load(str(model_dir)).flavors.get("python_function", {}).get("config") or {}
-    savedmodels = [path.parent for path in model_dir.rglob("saved_model.pb")]
-    if CLASSES_KEY not in config or len(savedmodels) != 1:
-        raise NotServable(f"{model_name} v{version} is not a ringflow image classifier (no SavedModel with "
-                          "class names): register a model made by this pipeline")
-    return savedmodels[0], [str(name) for name in config[CLASSES_KEY]]
 
 
 def loaded(model_name: str, version: str, savedmodel: Path, class_names: list[str],

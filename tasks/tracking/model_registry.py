@@ -16,6 +16,7 @@ from tasks.tracking import mlflow_store, registry_signature
 MODEL_ARTIFACT = "mlflow-model"
 SERVING_MODEL_FILE = ROOT / "tasks" / "outputs" / "serving_model.py"  # the pyfunc model, logged as code
 CHAMPION, CHALLENGER = "champion", "challenger"
+CLASSES_KEY = "classes"  # the class names, in the registered model's config (log_registered_model)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
         info = Model.log(
             artifact_path=None, name=MODEL_ARTIFACT, flavor=_PyfuncFlavor, flavor_name="pyfunc.ModelFromCode",
             python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
-            model_config={"classes": class_names}, signature=serving_signature(),
+            model_config={CLASSES_KEY: class_names}, signature=serving_signature(),
             input_example=pd.DataFrame({IMAGE: encoded_examples(examples)}),
             pip_requirements=[f"tensorflow=={installed('tensorflow')}", f"mlflow=={mlflow.__version__}", "pandas"],
             registered_model_name=model_name, validate_serving_input=False)
@@ -147,11 +148,16 @@ def recorded_accuracy(version: Any) -> float:
 def decide_gate(model_name: str, version: str, test_accuracy: float, min_delta: float, test_split: str,
                 score_champion: Callable[[Any], float | None]) -> GateDecision:
     """Compare the new version with the champion scored on the same test split (score_champion); a champion that
-    cannot score this split (other input shape or classes) does not block the new version."""
+    cannot score this split (other input shape or classes), or that the pipeline did not sign (never run), does not
+    block the new version."""
     champion = current_champion(model_name)
     if champion is None:
         return GateDecision(model_name, version, CHAMPION, test_accuracy, None, None, None, min_delta, test_split)
-    now = score_champion(champion)
+    try:
+        now = score_champion(champion)
+    except registry_signature.Untrusted as error:  # not run on this host: it does not block the pipeline's version
+        return GateDecision(model_name, version, CHAMPION, test_accuracy, str(champion.version), None, None,
+                            min_delta, test_split, f"{CHAMPION} v{champion.version} not scored: {error}")
     note = "" if now is not None else f"{CHAMPION} v{champion.version} cannot score this test split (other inputs)"
     promote = now is None or test_accuracy - now >= min_delta
     return GateDecision(model_name, version, CHAMPION if promote else CHALLENGER, test_accuracy,
@@ -173,11 +179,33 @@ def apply_gate(decision: GateDecision) -> None:
 
 def score_registered_model(version: Any, data_dir: Path, score: Callable[[Path, Path], float | None]) -> float | None:
     """Test accuracy of a registered model version's SavedModel on the prepared test split, as `score` (savedmodel,
-    data dir) gives it (export's fresh process); None when it cannot score it (other input channels or classes)."""
+    data dir) gives it (export's fresh process); None when it cannot score it (other input channels or classes).
+    Untrusted, before anything runs it, when the version is not one the pipeline signed (verified_download)."""
     import tempfile
-
-    from mlflow.artifacts import download_artifacts
     with tempfile.TemporaryDirectory() as folder:
-        model_dir = Path(download_artifacts(artifact_uri=f"models:/{version.name}/{version.version}", dst_path=folder,
-                                            tracking_uri=mlflow_store.tracking_uri()))
-        return score(next(model_dir.rglob("saved_model.pb")).parent, data_dir)
+        savedmodel, _ = verified_download(version.name, str(version.version), Path(folder))
+        return score(savedmodel, data_dir)
+
+
+def verified_download(model_name: str, version: str, folder: Path) -> tuple[Path, list[str]]:
+    """A version's MLflow model downloaded into `folder`, when it is the pipeline's: its one SavedModel's folder and
+    its class names (from the MLmodel file's YAML; nothing of it is run). registry_signature.Untrusted: before
+    anything is downloaded when the version carries no signature or this host has no key; after, when it is not
+    ringflow's image model or its SavedModel and class names are not the ones the pipeline signed for it."""
+    import mlflow
+    from mlflow.artifacts import download_artifacts
+    from mlflow.models import Model
+    tags = dict(mlflow_store.client().get_model_version(model_name, version).tags)
+    registry_signature.refuse_unsigned(model_name, version, tags)
+    key = registry_signature.read_key()
+    mlflow.set_tracking_uri(mlflow_store.tracking_uri())  # models:/ URIs are read from the registry of this URI
+    model_dir = Path(download_artifacts(artifact_uri=f"models:/{model_name}/{version}", dst_path=str(folder),
+                                        tracking_uri=mlflow_store.tracking_uri()))
+    config = Model.load(str(model_dir)).flavors.get("python_function", {}).get("config") or {}
+    savedmodels = [path.parent for path in model_dir.rglob("saved_model.pb")]
+    if CLASSES_KEY not in config or len(savedmodels) != 1:
+        raise registry_signature.Untrusted(f"{model_name} v{version} is not a ringflow image classifier (no "
+                                           "SavedModel with class names): register a model made by this pipeline")
+    class_names = [str(name) for name in config[CLASSES_KEY]]
+    registry_signature.verify(key, model_name, version, tags, savedmodels[0], class_names)
+    return savedmodels[0], class_names

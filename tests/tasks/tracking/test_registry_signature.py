@@ -4,15 +4,18 @@ real MLflow store."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
 
 from tasks.tracking import mlflow_store, registry_signature
+from tasks.tracking.model_registry import CHAMPION, decide_gate, score_registered_model
 from tasks.tracking.registry_signature import DIGEST_TAG, KEY_ID_TAG, SIGNATURE_TAG, Untrusted
 from tests.tasks.tracking.conftest import EXPERIMENT
-from tests.tasks.tracking.test_model_registry import CLASS_NAMES, logged, tiny_savedmodel
+from tests.tasks.tracking.test_model_registry import CLASS_NAMES, logged, registered_run, tiny_savedmodel
 
 
 @pytest.fixture()
@@ -80,3 +83,27 @@ def test_a_registered_version_carries_the_signed_digest_of_its_savedmodel(store_
     with pytest.raises(Untrusted, match="signature does not hold"):  # another key
         registry_signature.verify(b"k" * 64, "gate-test", version, tags, savedmodel, CLASS_NAMES)
     assert tags[SIGNATURE_TAG] != registry_signature.signature(b"k" * 64, "gate-test", version, digest, CLASS_NAMES)
+
+
+def test_the_gate_never_runs_a_champion_the_pipeline_did_not_sign(store_dir: Path, key_file: Path) -> None:
+    """The champion is scored by running its SavedModel on the pipeline's host: a version written into the
+    registry by other means, or altered since, is not run; the new version is not blocked by it."""
+    client = mlflow_store.client()
+    signed = registered_run(tiny_savedmodel(store_dir / "savedmodel"), 0.9)
+    files = Path(unquote(urlparse(client.get_model_version_download_uri("gate-test", signed)).path))
+    shutil.copytree(files, store_dir / "copied")
+    unsigned = client.create_model_version("gate-test", (store_dir / "copied").as_uri()).version
+    scored: list[Path] = []
+
+    def score(champion: object) -> float | None:
+        return score_registered_model(champion, store_dir, lambda savedmodel, _: scored.append(savedmodel) or 0.99)
+    client.set_registered_model_alias("gate-test", CHAMPION, unsigned)
+    decision = decide_gate("gate-test", signed, 0.5, 0.01, "split-a", score)
+    assert (decision.alias, decision.champion_accuracy, scored) == (CHAMPION, None, [])
+    assert decision.note == (f"{CHAMPION} v{unsigned} not scored: gate-test v{unsigned} was not registered by "
+                             "ringflow's pipeline (no signed SavedModel digest among its tags): refused")
+    with open(next(files.rglob("variables.index")), "ab") as file:
+        file.write(b"\0")
+    client.set_registered_model_alias("gate-test", CHAMPION, signed)
+    decision = decide_gate("gate-test", unsigned, 0.5, 0.01, "split-a", score)
+    assert (decision.alias, scored) == (CHAMPION, []) and "its files changed since" in decision.note

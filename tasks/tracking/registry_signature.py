@@ -7,9 +7,12 @@ $SERVICES_HOME/client.env), so the tags alone prove nothing against a registry w
 key stays with the accounts that run the pipeline and the model server. The key is a file of mode 0600 belonging
 to the account that reads it: RINGFLOW_REGISTRY_KEY names it, else ~/.config/ringflow/registry.key
 ($XDG_CONFIG_HOME). The pipeline makes it at its first registration; a model server, or a worker, of another account
-or host needs a copy of the same file (the server refuses every version signed with another key). Whoever can run
-code as the pipeline's account (its worker, its flow runs) can sign, and is trusted; a registry writer is not; the
-artifact store is not either (a file changed after registration changes the digest).
+or host needs a copy of the same file (the server refuses every version signed with another key), and so do the
+members of a team who register from their own checkouts. Whoever holds the key (the pipeline's accounts: its worker,
+its flow runs, those members) can sign, and is trusted; a registry writer is not; the artifact store is not either
+(a file changed after registration changes the digest). A key rather than a ledger of digests on the pipeline's
+host: the pipeline runs on workers (and team members' machines), the server maybe on another host, and a key file
+is copied once, where a ledger would have to follow every registration.
 """
 from __future__ import annotations
 

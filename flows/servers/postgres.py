@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from flows.servers.nofollow import own_folder
-from flows.servers.processes import ServerFailed
+from flows.servers.processes import ServerFailed, open_file
 from flows.servers.setup import ROLE, Place, as_root, system_user, user_exists
 
 DATABASES = ("mlflow", "mlflow_auth", "prefect")
@@ -94,7 +94,8 @@ class Postgres:
         if (self.data / "PG_VERSION").exists():
             return
         say(f"creating the database cluster in {self.data} (PostgreSQL runs as {self.user})")
-        with open(self.place.logs / "initdb.log", "w") as log:
+        log_file = open_file(self.place.logs / "initdb.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(log_file, "w") as log:
             made = self.tool("initdb", "-D", str(self.data), "-U", ADMIN, "--auth-local=peer",
                              "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", stdout=log,
                              stderr=subprocess.STDOUT, cwd="/")

@@ -81,7 +81,8 @@ def started(place: Place, users: Users, postgres: Postgres) -> None:
 
 
 def deploy_logged(place: Place) -> None:
-    with open(place.logs / "deploy.log", "w") as log:
+    with os.fdopen(processes.open_file(place.logs / "deploy.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                   "w") as log:
         try:
             deploy(log)
         except RuntimeError as error:
@@ -132,7 +133,7 @@ def pause(place: Place, name: str, kill: bool) -> int:
     pid_file = place.run / f"{name}.pid"
     if not pid_file.exists():
         raise ServerFailed(f"no {name} server of {place.home} is running")
-    (place.run / f"{name}.paused").touch()
+    os.close(processes.open_file(place.run / f"{name}.paused", os.O_WRONLY | os.O_CREAT))
     if kill:
         if (pid := processes.noted_pid(pid_file)) is not None:
             processes.signal_group(pid, signal.SIGKILL)

@@ -1,21 +1,35 @@
 """The work pools and the deployments of prefect.yaml on the Prefect server of PREFECT_API_URL: the local pool's,
-and the remote pool's too when RINGFLOW_REPOSITORY names the repository its workers pull (make services)."""
+and the remote pool's too when RINGFLOW_REPOSITORY names the repository its workers pull (make services); and the
+record of what was deployed on the local pool (a digest of its base job template and of each deployment), which its
+worker (flows/servers/worker.py) checks before it starts anything for a flow run: a template or a deployment changed
+through the API since (by anyone holding the API's credentials) is refused."""
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
-from flows.servers.processes import BIN
+from flows.servers.processes import BIN, open_file
 from flows.work_pools import base_job_template, opened_variables
 from tasks.paths import ROOT
 
+if TYPE_CHECKING:
+    from prefect.client.schemas.responses import DeploymentResponse
+
 LOCAL_POOL, REMOTE_POOL = "ringflow-local", "ringflow-remote"
+DEPLOYED_FILE = "deployed.json"  # the record, in a folder only the deploying user writes
+# what decides what a deployment's flow run executes: the code it pulls and loads, and where (not its parameters,
+# which a run may choose, nor its schedule or description)
+DEPLOYMENT_FIELDS = ("entrypoint", "path", "pull_steps", "job_variables", "work_pool_name", "storage_document_id",
+                     "infrastructure_document_id", "flow_id")
 
 
 class DeployFailed(RuntimeError):
@@ -57,3 +71,50 @@ def prefect(arguments: list[str], output: IO[str] | None, quiet: bool = False) -
                           stderr=subprocess.STDOUT if output is not None else None)
     if done.returncode != 0:
         raise DeployFailed(f"prefect {' '.join(arguments[:2])} failed (exit {done.returncode})")
+
+
+def digest(value: Any) -> str:
+    """sha256 of the value's canonical JSON (keys sorted, no spaces)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def deployment_digest(deployment: DeploymentResponse) -> str:
+    return digest(deployment.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS)))
+
+
+async def deployed_on(pool: str, names: list[str]) -> list[DeploymentResponse]:
+    """The deployments of those names on the pool, as the server holds them: of two of one name (another flow's,
+    made through the API before), the one updated last, which `prefect deploy` just did."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas import filters
+    async with get_client() as client:
+        found = await client.read_deployments(
+            deployment_filter=filters.DeploymentFilter(name=filters.DeploymentFilterName(any_=names)),
+            work_pool_filter=filters.WorkPoolFilter(name=filters.WorkPoolFilterName(any_=[pool])))
+    newest: dict[str, DeploymentResponse] = {}
+    for deployment in sorted(found, key=lambda found: str(found.updated)):
+        newest[deployment.name] = deployment
+    return list(newest.values())
+
+
+def record_deployed(record: Path, pool: str = LOCAL_POOL) -> None:
+    """After deploy(): the digests of the pool's base job template (the one deploy() gives it) and of its
+    deployments (read back), into `record` (mode 0644: the worker's user reads it; a new file, renamed over the
+    old one: no link followed)."""
+    deployments = asyncio.run(deployed_on(pool, deployments_on(pool, ROOT / "prefect.yaml")))
+    content = {"work_pool": pool, "base_job_template": digest(base_job_template()),
+               "deployments": {str(deployment.id): {"name": deployment.name, "digest": deployment_digest(deployment)}
+                               for deployment in deployments}}
+    temporary = record.with_name(f".{record.name}.new")
+    temporary.unlink(missing_ok=True)
+    descriptor = open_file(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.fchmod(descriptor, 0o644)
+    with os.fdopen(descriptor, "w") as file:
+        json.dump(content, file, indent=1)
+    os.replace(temporary, record)
+
+
+def worker_command(record: Path) -> list[str]:
+    """The local pool's worker, checking each flow run against `record` (flows/servers/worker.py)."""
+    return [str(BIN / "python"), "-m", "flows.servers.worker", "--deployed", str(record), "--pool", LOCAL_POOL,
+            "--name", f"ringflow-worker-{socket.gethostname()}"]

@@ -1,17 +1,21 @@
 """make serve: a Prefect server on 127.0.0.1 (its SQLite database under .prefect/), the local process work pool,
 the deployments of prefect.yaml, a worker, and the model server of make serve-model (serving the registry's
 champion: a scheduled retraining that promotes a new one is served within serving.poll_seconds). Ctrl-C stops them
-all. PREFECT_PORT picks the Prefect port (4200), params.yaml's serving.port the model server's (8501)."""
+all. PREFECT_PORT picks the Prefect port (4200), params.yaml's serving.port the model server's (8501).
+Authentication is on, as make services has it (every local user reaches 127.0.0.1): a password made once into
+.prefect/serve-secret (mode 0600); clients take it, with the API's address, from .prefect/client.env (mode 0600), and
+the worker, which runs a flow run only if the pool and its deployment are the ones deployed here, from its
+environment."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 from flows.local_server import port_is_free
 from flows.servers import processes
-from flows.servers.deploy import LOCAL_POOL, deploy
+from flows.servers.deploy import DEPLOYED_FILE, deploy, record_deployed, worker_command
 from flows.servers.processes import BIN, ServerFailed, Stop, ignore_signals, stop_on_signals
+from flows.servers.setup import ROLE, new_password, secret_file
 from tasks.paths import ROOT
 
 
@@ -25,7 +29,10 @@ def serve() -> int:
     home = Path(os.environ.get("PREFECT_HOME") or ROOT / ".prefect")
     run_dir = home / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.update(PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api")
+    os.environ.update(PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+                      PREFECT_API_AUTH_STRING=auth_string(home))  # for deploy, the worker and its flow runs
+    secret_file(home / "client.env", "".join(f"export {name}={os.environ[name]}\n"
+                                             for name in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")))
     stop_on_signals()
     try:
         serving(port, home, run_dir)
@@ -38,19 +45,33 @@ def serve() -> int:
     return 0
 
 
+def auth_string(home: Path) -> str:
+    """`user:password` of the server's authentication, the password made once into HOME/serve-secret."""
+    secret = home / "serve-secret"
+    secret_file(secret)  # private, whatever mode it was given meanwhile
+    password = secret.read_text().strip()
+    if not password:
+        password = new_password()
+        secret_file(secret, password + "\n")
+    return f"{ROLE}:{password}"
+
+
 def serving(port: int, home: Path, run_dir: Path) -> None:
     """Start the server and wait for it, the model server, deploy, start the worker and watch them."""
+    server_env = dict(os.environ, PREFECT_SERVER_API_AUTH_STRING=os.environ["PREFECT_API_AUTH_STRING"])
     processes.start("server", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                    run_dir, home, cwd=ROOT)
+                    run_dir, home, server_env, cwd=ROOT)
     processes.wait_http("Prefect", f"http://127.0.0.1:{port}/api/health", run_dir / "server.pid",
                         home / "server.log", seconds=120)
     processes.start("model-server", [str(BIN / "python"), "-m", "tasks.serving", "--wait-for-champion"], run_dir,
                     home, cwd=ROOT, terminal=True)  # serves the champion the deployments' runs promote
     deploy()
-    print(f"Prefect UI and API: http://127.0.0.1:{port}  (export PREFECT_API_URL={os.environ['PREFECT_API_URL']})")
+    record_deployed(run_dir / DEPLOYED_FILE)
+    print(f"Prefect UI and API: http://127.0.0.1:{port}  (authentication is on, user {ROLE}: the credentials are in "
+          f"{home / 'client.env'}, mode 0600)")
+    print(f"point a shell at it:  . {home / 'client.env'}")
     print(f"run:  {BIN / 'prefect'} deployment run 'training-pipeline/train' --param epochs=3 --watch", flush=True)
-    processes.start("worker", [str(BIN / "prefect"), "worker", "start", "--pool", LOCAL_POOL, "--name",
-                               f"ringflow-worker-{socket.gethostname()}"], run_dir, home, cwd=ROOT,
+    processes.start("worker", worker_command(run_dir / DEPLOYED_FILE), run_dir, home, cwd=ROOT,
                     terminal=True)  # its flow runs' lines in this terminal
     processes.watch({"worker": run_dir / "worker.pid", "server": run_dir / "server.pid",
                      "model-server": run_dir / "model-server.pid"}, home)

@@ -15,14 +15,16 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers import BIN, ROOT, api_call, copy_checkout, drawn_digit, free_port, quiet_env, run
+from tests import helpers
+from tests.helpers import BIN, ROOT, copy_checkout, drawn_digit, free_port, quiet_env, run
+from tests.scripts.services import read_client_env
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -32,6 +34,23 @@ pytestmark = pytest.mark.slow  # make serve: Prefect server and worker
 POOL = "ringflow-local"
 OVERRIDE = "learning_rate=0.002"
 AUGMENT_OFF = 'overrides={"input.augment": "off"}'  # YAML 1.1 would read a bare off as false
+
+
+CREDENTIALS: dict[str, str] = {}  # a make serve's Prefect API -> its `user:password` (authentication is on)
+
+
+def api_call(api: str, path: str, body: Any = None) -> Any:
+    """tests.helpers.api_call, with the credentials of the make serve whose API it is."""
+    return helpers.api_call(api, path, body, auth=CREDENTIALS.get(api))
+
+
+def serve_credentials(client_env: Path, serve: subprocess.Popen, timeout: float = 60) -> dict[str, str]:
+    """What make serve's client.env exports (PREFECT_API_URL, PREFECT_API_AUTH_STRING), once it wrote it."""
+    deadline = time.monotonic() + timeout
+    while "PREFECT_API_AUTH_STRING" not in (client_env.read_text() if client_env.exists() else ""):
+        assert serve.poll() is None and time.monotonic() < deadline, f"make serve exited with {serve.returncode}"
+        time.sleep(0.5)
+    return read_client_env(client_env)
 
 
 @dataclass(frozen=True)
@@ -82,8 +101,10 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[
                              stderr=subprocess.STDOUT, start_new_session=True)
     api = f"http://127.0.0.1:{port}/api"
     try:
+        client = serve_credentials(repo / ".prefect" / "client.env", serve)
+        CREDENTIALS[api] = client["PREFECT_API_AUTH_STRING"]
         wait_for_worker(api, serve)
-        yield Served(repo, api, env | {"PREFECT_API_URL": api}, params["serving"]["port"])
+        yield Served(repo, api, env | client, params["serving"]["port"])
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         try:

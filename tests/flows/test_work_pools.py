@@ -4,6 +4,7 @@ opens none of them again."""
 from __future__ import annotations
 
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 import yaml
@@ -48,3 +49,28 @@ def test_the_projects_prefect_file_opens_nothing_and_one_that_does_is_refused(tm
     assert main(["check", str(opened)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         f"error: {opened}: deployment retrain: env is a job variable the work pools fix")
+
+
+def test_the_workers_check_leaves_parameters_free_and_refuses_a_job_variable_the_pool_does_not_offer() -> None:
+    """flows/servers/worker.py's check, on Prefect's own objects: a flow run that sets a closed job variable (which
+    Prefect's server checks only when it makes a flow run from a deployment) is refused; a deployment's parameters
+    and schedule are not what it checks."""
+    from prefect.client.schemas.objects import FlowRun, WorkPool
+    from prefect.client.schemas.responses import DeploymentResponse
+
+    from flows.servers.deploy import deployment_digest, digest
+    from flows.servers.worker import refusal
+    pool = WorkPool(name="ringflow-local", type="process", base_job_template=base_job_template())
+    deployment = DeploymentResponse(id=uuid4(), name="train", flow_id=uuid4(), work_pool_name="ringflow-local",
+                                    entrypoint="flows/pipeline.py:training_pipeline", pull_steps=[
+                                        {"prefect.deployments.steps.set_working_directory": {"directory": "/x"}}])
+    record = {"work_pool": "ringflow-local", "base_job_template": digest(base_job_template()),
+              "deployments": {str(deployment.id): {"name": "train", "digest": deployment_digest(deployment)}}}
+    flow_run = FlowRun(flow_id=deployment.flow_id, deployment_id=deployment.id, parameters={"epochs": 3})
+    assert refusal(flow_run, pool, deployment.model_copy(update={"parameters": {"epochs": 5}}), record) is None
+    for variable in CLOSED_VARIABLES:
+        assert refusal(flow_run.model_copy(update={"job_variables": {variable: "x"}}), pool, deployment, record) == \
+            f"the flow run sets job variable {variable}, which the work pool does not offer"
+    assert refusal(flow_run, pool, deployment.model_copy(update={"entrypoint": "evil.py:flow"}), record) == (
+        "deployment train is not the one deployed (its pull steps, job variables, entrypoint or work pool were "
+        "changed through the API since)")

@@ -21,7 +21,7 @@ from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.serving.app import Limits, serving_app
 from tasks.serving.batcher import Batcher
 from tasks.serving.champion import Champion, ChampionWatcher, say
-from tasks.serving.served_model import ServedModel, champion_version, load_version, no_champion
+from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version, no_champion
 from tasks.tracking.model_registry import encoded_examples
 from tasks.tracking.server import use_tracking
 
@@ -55,20 +55,30 @@ def native_stderr_quiet() -> Iterator[None]:
 
 def first_champion(params: Params, warm_up: list[bytes], wait: bool) -> ServedModel:
     """The champion now, loaded; ParamsError/NotServable (one line, exit 2) when there is none to serve (with
-    `wait`: asked again every poll_seconds until there is one)."""
+    `wait`: said once, then asked again every poll_seconds until a champion that can be served)."""
     use_tracking(params.tracking)
     if problem := listening_problem(params.serving.host, params.serving.port):
         raise ParamsError(problem)
-    name, said = params.registry.model_name, False
-    while (version := champion_version(name)) is None:
-        if not wait:
+    name, refused, said = params.registry.model_name, set[str](), ""
+    while True:
+        version, waiting = champion_version(name), no_champion(name)
+        if version is not None and version in refused:
+            waiting = said  # said when it was refused
+        elif version is not None:
+            try:
+                with native_stderr_quiet():  # TensorFlow's import and first graph
+                    return load_version(name, version, warm_up)
+            except NotServable as error:
+                if not wait:
+                    raise
+                refused.add(version)
+                waiting = f"{error}: waiting for another champion"
+        elif not wait:
             raise ParamsError(no_champion(name))
-        if not said:
-            say(f"{no_champion(name)}; until then, asked every {params.serving.poll_seconds:g} s")
-            said = True
+        if waiting != said:
+            say(f"{waiting}; until then, asked every {params.serving.poll_seconds:g} s")
+            said = waiting
         time.sleep(params.serving.poll_seconds)
-    with native_stderr_quiet():  # TensorFlow's import and first graph
-        return load_version(name, version, warm_up)
 
 
 def timed_h11(read_timeout: float) -> type:

@@ -20,7 +20,7 @@ from tasks.serving.champion import Champion, ChampionWatcher
 from tasks.serving.served_model import NotServable, ServedModel, load_version
 from tasks.tracking import mlflow_store, registry_signature
 from tasks.tracking.model_registry import CHAMPION, encoded_examples, log_registered_model
-from tests.helpers import free_port
+from tests.helpers import PYTHON, ROOT, free_port, quiet_env, wait_for_http
 from tests.tasks.serving.test_server import start
 from tests.tasks.tracking.test_model_registry import CLASS_NAMES, tiny_savedmodel
 
@@ -202,3 +202,31 @@ def test_a_server_whose_champion_is_not_the_pipelines_does_not_start(registry: R
     assert (tmp_path / "other-key.log").read_text().splitlines()[-1].startswith(
         f"error: ringflow v{registry.served}'s signature does not hold for this version with the registry key "
         f"{tmp_path / 'another.key'}")
+
+
+def test_a_server_waiting_for_a_champion_waits_past_one_it_refuses(registry: Registry, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """make serve's model server (--wait-for-champion) outlives a champion it refuses: one line, then it serves
+    the next champion the pipeline registered."""
+    monkeypatch.setenv(registry_signature.KEY_ENV, str(registry.folder / "key" / "registry.key"))
+    unsigned = plain_version(registry, {})
+    registry.champion(unsigned)
+    port, log = free_port(), tmp_path / "server.log"
+    waiting = subprocess.Popen([PYTHON, "-m", "tasks.serving", "--wait-for-champion", "--set", f"serving.port={port}",
+                                "--set", "serving.poll_seconds=1"], cwd=ROOT,
+                               env=quiet_env(MLFLOW_TRACKING_URI=registry.uri), stdout=open(log, "w"),
+                               stderr=subprocess.STDOUT)
+    try:
+        refusal = f"ringflow v{unsigned} was not registered by ringflow's pipeline"
+        deadline = time.monotonic() + 120
+        while refusal not in log.read_text():
+            assert waiting.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(3)  # three polls more: the refused version is neither loaded nor said again
+        registry.champion(registry.served)
+        wait_for_http(f"http://127.0.0.1:{port}/health", 120, waiting)
+    finally:
+        registry.champion(registry.served)
+        waiting.terminate()
+        waiting.wait(30)
+    assert log.read_text().count(refusal) == 1

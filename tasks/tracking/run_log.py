@@ -105,12 +105,13 @@ def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir
     resolved = {key: summary[key] for key in RESOLVED_KEYS} | {"scaled_learning_rate": summary["learning_rate"]}
     mlflow_store.log_params(run_id, {f"resolved.{key}": value for key, value in resolved.items()}
                             | {"scaling_key": scaling_key})
-    steady = steady_images_per_sec(summary)
-    metrics = {"images_per_sec_steady": steady}
-    reference = single_process_rate(params.tracking.experiment, scaling_key)
-    if reference and params.train.np > 1:
-        metrics["scaling_efficiency"] = steady / (params.train.np * reference)
-    mlflow_store.log_metrics(run_id, metrics)
+    if summary["history"].get("images_per_sec"):  # none when the run was finished from its checkpoints
+        steady = steady_images_per_sec(summary)
+        metrics = {"images_per_sec_steady": steady}
+        reference = single_process_rate(params.tracking.experiment, scaling_key)
+        if reference and params.train.np > 1:
+            metrics["scaling_efficiency"] = steady / (params.train.np * reference)
+        mlflow_store.log_metrics(run_id, metrics)
     for name in (MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY, CONFIG_FILE_NAME):
         mlflow_store.log_artifacts(run_id, model_dir / name, "model")
     if (model_dir / "tensorboard").is_dir():

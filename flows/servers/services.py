@@ -16,8 +16,8 @@ local user reaches 127.0.0.1): MLflow's basic-auth app, Prefect's auth string. P
 $SERVICES_HOME (files of mode 0600) and reach the servers through those files and their environment, never a
 command line; clients take them from $SERVICES_HOME/client.env. Ports: MLFLOW_PORT (5000), PREFECT_PORT (4200),
 POSTGRES_PORT (5433). Started by root, the servers run as an unprivileged service user (SERVICES_USER,
-ringflow-services, made for it; PostgreSQL as its own), and the worker as the user who started `make services`
-(sudo's user, or root; SERVICES_WORKER_USER names another).
+ringflow-services, made for it; PostgreSQL as its own), and the worker as another (SERVICES_WORKER_USER,
+ringflow-worker, made for it; never root), in a workspace of its own ($SERVICES_HOME/worker), writing nothing root runs.
 """
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ import subprocess
 from typing import Callable
 
 from flows.servers import processes
+from flows.servers.deploy import DEPLOYED_FILE, record_deployed, worker_command
 from flows.servers.processes import BIN, ServerFailed
-from flows.servers.setup import ROLE, Place, Users, client_env
+from flows.servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
 from tasks.paths import ROOT
 
 
@@ -75,12 +76,18 @@ def mirror_checkout(place: Place, say: Callable[[str], None]) -> tuple[str, str]
 
 
 def start_worker(place: Place, users: Users, deploy: Callable[[], None]) -> None:
-    """The deployments, then the worker of the local pool, which logs to both servers (client.env's settings)."""
+    """The deployments, then the worker of the local pool, which logs to both servers (client.env's settings). It
+    runs this checkout's code in a workspace of its own (SERVICES_HOME/worker, made as its user at every start):
+    what its flow runs write lands there, and its user writes nothing root runs (setup.py: choose_users)."""
     os.environ.update(client_env(place))
     deploy()
-    if users.as_worker and subprocess.run([*users.as_worker, "test", "-w", str(ROOT)]).returncode != 0:
-        raise ServerFailed(f"the worker's user {users.worker} cannot write this checkout ({ROOT})")
-    env = dict(os.environ, **({"HOME": users.worker_home} if users.as_worker else {}))
-    command = [*users.as_worker, str(BIN / "prefect"), "worker", "start", "--pool", "ringflow-local", "--name",
-               f"ringflow-worker-{socket.gethostname()}"]
+    record_deployed(place.home / DEPLOYED_FILE)  # what the worker checks each flow run against (worker.py)
+    folder = worker_folder(place, users)
+    env = dict(os.environ, **worker_env(folder))
+    filled = subprocess.run([*users.as_worker, str(BIN / "python"), "-m", "flows.servers.setup", str(folder)],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    if filled.returncode != 0:
+        raise ServerFailed(f"the worker's workspace in {folder} could not be made: "
+                           f"{(filled.stderr.strip().splitlines() or ['no output'])[-1]}")
+    command = [*users.as_worker, *worker_command(place.home / DEPLOYED_FILE)]
     processes.start("worker", command, place.run, place.logs, env, cwd=ROOT)

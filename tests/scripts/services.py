@@ -93,6 +93,7 @@ def started_services(checkout: Path, *, sigint_ignored: bool = False, **settings
     """scripts/services.sh up in a copy of the checkout made in `checkout`, on free ports (with SIGINT ignored, when
     told); afterwards down and its data removed."""
     repo = copy_checkout(checkout)
+    repo.chmod(0o755)  # the worker's user reads the code it runs (pytest's folders on the way stay closed)
     home = services_home()
     env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(free_port()),
                     POSTGRES_PORT=str(free_port()), PREFECT_HOME=str(repo / ".prefect"), **settings)

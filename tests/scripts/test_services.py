@@ -38,12 +38,13 @@ def pipeline(services: Services, workspace: Path, *overrides: str) -> subprocess
 def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_without_credentials(
         services: Services) -> None:
     """Started by root, MLflow and Prefect (with every process they started) run as the service user, the worker as
-    the user who started them; every local user reaches 127.0.0.1, so neither server answers without credentials.
+    a user of its own (test_services_worker_user.py); every local user reaches 127.0.0.1, so neither server answers
+    without credentials.
     (First in the module: the start of the services it looks at is this test's setup, not a pipeline test's.)"""
     assert os.getuid() == 0  # (the suite runs as root, as CI does)
     users = {path.stem: group_users(int(path.read_text().split()[0])) for path in (services.home / "run").glob("*.pid")
              if path.stem != "services"}
-    assert users == {"mlflow": {"ringflow-services"}, "prefect": {"ringflow-services"}, "worker": {"root"}}
+    assert users == {"mlflow": {"ringflow-services"}, "prefect": {"ringflow-services"}, "worker": {"ringflow-worker"}}
     mlflow_uri, prefect_api = services.client["MLFLOW_TRACKING_URI"], services.client["PREFECT_API_URL"]
     assert mlflow_uri.startswith("http://127.0.0.1:") and prefect_api.startswith("http://127.0.0.1:")
     search = f"{mlflow_uri}/api/2.0/mlflow/experiments/search"

@@ -61,7 +61,9 @@ def git(*arguments: str) -> str:
 
 def mirror_checkout(place: Place, say: Callable[[str], None]) -> tuple[str, str]:
     """The repository the remote pool's workers pull from (a bare one here, unless RINGFLOW_REPOSITORY names one)
-    and the commit they run; both exported for the deployments and the worker."""
+    and the commit they run; both exported for the deployments and the worker. Root's git reads the config and runs
+    the hooks of this checkout and of the bare repository: neither is writable by the worker's user (choose_users
+    refuses one that can write them)."""
     repository = os.environ.get("RINGFLOW_REPOSITORY")
     if not repository:
         repository = str(place.home / "ringflow.git")

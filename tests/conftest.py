@@ -20,6 +20,16 @@ from tests.pipeline_run import pipeline_run  # noqa: F401
 os.environ["PREFECT_API_URL"] = "http://127.0.0.1:9/api"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def registry_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pipeline's registry key of this test session, which every registration signs with and every model
+    server checks (tasks/tracking/registry_signature.py): never the key of the account that runs the tests."""
+    from tasks.tracking.registry_signature import KEY_ENV
+    path = tmp_path_factory.getbasetemp() / "registry-key" / "registry.key"
+    os.environ[KEY_ENV] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """PREFECT_API_URL of the test session's Prefect server, started once as a flow starts the local server

@@ -29,7 +29,17 @@ from flows.servers import processes
 from flows.servers.deploy import deploy
 from flows.servers.postgres import Postgres
 from flows.servers.processes import BIN, ServerFailed, Stop
-from flows.servers.setup import ROLE, Place, Users, choose_users, prepare_files, read_secrets, write_client_env
+from flows.servers.setup import (
+    ROLE,
+    WORKER_FOLDER,
+    Place,
+    Users,
+    choose_users,
+    prepare_files,
+    read_secrets,
+    worker_registry_key,
+    write_client_env,
+)
 from flows.servers.starts import mirror_checkout, start_mlflow, start_prefect, start_worker
 
 COMPONENTS = ("worker", "prefect", "mlflow")
@@ -108,7 +118,8 @@ def print_ready(place: Place, users: Users, repository: str, commit: str) -> Non
           "scripts/remote_worker.sh CLIENT_ENV")
     print(f"authentication is on (user {ROLE}); the credentials are in {place.home / 'client.env'} "
           "(mode 0600)")
-    print(f"the servers run as {users.service}, the worker as {users.worker}")
+    print(f"the servers run as {users.service}, the worker as {users.worker}; it signs the versions it registers "
+          f"with {worker_registry_key(place.home / WORKER_FOLDER)} (a model server of another account needs a copy)")
     if place.on_network:
         print(f"warning: basic authentication over plain HTTP: anyone on the network path to {host} reads the "
               "password; put TLS in front (a reverse proxy, docs/team.md)")

@@ -21,6 +21,7 @@ from pathlib import Path
 from flows.servers.nofollow import own_folder
 from flows.servers.processes import BIN, ServerFailed, open_file
 from tasks.paths import ROOT
+from tasks.tracking.registry_signature import KEY_ENV
 
 SECRET_NAMES = ("DB_PASSWORD", "MLFLOW_PASSWORD", "PREFECT_PASSWORD", "MLFLOW_SECRET_KEY")
 ROLE = "ringflow"  # the database role, MLflow's admin user and Prefect's auth user
@@ -184,11 +185,19 @@ def worker_folder(place: Place, users: Users) -> Path:
     return folder
 
 
+def worker_registry_key(folder: Path) -> Path:
+    """The key the worker signs registered versions with (made at its first registration); a model server of
+    another account serves them with a copy of it (tasks/tracking/registry_signature.py)."""
+    return folder / "registry.key"
+
+
 def worker_env(folder: Path) -> dict[str, str]:
     """The worker's environment beyond the services': its workspace (every flow run's outputs and run records) and
-    its home (Prefect's, Keras's, DVC's files) in its folder; git may read this checkout's repository as another
-    user (the code's commit, recorded with every run). (Its temporary folder: Users.as_worker.)"""
+    its home (Prefect's, Keras's, DVC's files) and the registry key it signs the versions it registers with in its
+    folder (never a key named for root's processes); git may read this checkout's repository as another user (the
+    code's commit, recorded with every run). (Its temporary folder: Users.as_worker.)"""
     return {"RINGFLOW_WORKSPACE": str(folder / "workspace"), "HOME": str(folder / "home"),
+            KEY_ENV: str(worker_registry_key(folder)),
             "PREFECT_HOME": str(folder / "home" / ".prefect"), "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": str(ROOT)}
 

@@ -8,12 +8,14 @@ import os
 import pwd
 import re
 import socket
+import stat
 import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from tasks.tracking.registry_signature import KEY_ID_TAG, key_id
 from tests.helpers import BIN, api_call, copy_checkout, free_port, quiet_env, run
 from tests.scripts.services import Services, services_home, started_services
 
@@ -100,6 +102,12 @@ def test_a_deployment_run_completes_in_the_worker_s_workspace(services: Services
     params = {param["key"]: param["value"] for param in found["data"]["params"]}
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True)
     assert params["git_commit"] == head.stdout.strip()  # the checkout's code, read by git as the worker's user
+    key = services.home / "worker" / "registry.key"  # the worker signs with its own key, not one root's env named
+    assert pwd.getpwuid(key.stat().st_uid).pw_name == WORKER and stat.S_IMODE(key.stat().st_mode) == 0o600
+    run_id = found["info"]["run_id"]
+    versions = services.mlflow(f"model-versions/search?filter=run_id%3D%27{run_id}%27")["model_versions"]
+    tags = {tag["key"]: tag["value"] for tag in versions[0]["tags"]}
+    assert tags[KEY_ID_TAG] == key_id(key.read_bytes().strip())
 
 
 def refused_start(checkout: Path, **settings: str) -> subprocess.CompletedProcess:

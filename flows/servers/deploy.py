@@ -1,8 +1,9 @@
 """The work pools and the deployments of prefect.yaml on the Prefect server of PREFECT_API_URL: the local pool's,
 and the remote pool's too when RINGFLOW_REPOSITORY names the repository its workers pull (make services); and the
-record of what was deployed on the local pool (a digest of its base job template and of each deployment), which its
-worker (flows/servers/worker.py) checks before it starts anything for a flow run: a template or a deployment changed
-through the API since (by anyone holding the API's credentials) is refused."""
+record of what was deployed on each pool (a digest of its base job template and of each deployment; the remote
+pool's, deployed-remote.json, is copied to the hosts of its workers), which the pool's workers
+(flows/servers/worker.py) check before they start anything for a flow run: a template or a deployment changed through
+the API since (by anyone holding the API's credentials) is refused."""
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from prefect.client.schemas.responses import DeploymentResponse
 
 LOCAL_POOL, REMOTE_POOL = "ringflow-local", "ringflow-remote"
-DEPLOYED_FILE = "deployed.json"  # the record, in a folder only the deploying user writes
+# the records, in a folder only the deploying user writes
+DEPLOYED_FILE, REMOTE_DEPLOYED_FILE = "deployed.json", "deployed-remote.json"
+RECORDS = {LOCAL_POOL: DEPLOYED_FILE, REMOTE_POOL: REMOTE_DEPLOYED_FILE}
 # what decides what a deployment's flow run executes: the code it pulls and loads, and where (not its parameters,
 # which a run may choose, nor its schedule or description)
 DEPLOYMENT_FIELDS = ("entrypoint", "path", "pull_steps", "job_variables", "work_pool_name", "storage_document_id",
@@ -50,17 +53,22 @@ def deploy(output: IO[str] | None = None) -> None:
         raise DeployFailed(f"{prefect_file}: deployment {opened[0]} is a job variable the work pools fix (the "
                            "worker's command, environment and directory are never chosen by a deployment or a run: "
                            "flows/work_pools.py)")
-    pools = [LOCAL_POOL, *([REMOTE_POOL] if os.environ.get("RINGFLOW_REPOSITORY") else [])]
     names: list[str] = []
     with tempfile.NamedTemporaryFile("w", suffix=".json") as template:
         json.dump(base_job_template(), template)
         template.flush()
-        for pool in pools:
+        for pool in deployed_pools():
             prefect(["work-pool", "create", pool, "--type", "process", "--base-job-template", template.name,
                      "--overwrite"], output, quiet=True)
             prefect(["work-pool", "set-concurrency-limit", pool, "1"], output, quiet=True)
             names += deployments_on(pool, prefect_file)
     prefect(["--no-prompt", "deploy", *[word for name in names for word in ("--name", name)]], output)
+
+
+def deployed_pools() -> list[str]:
+    """The pools deploy() makes: the local one, and the remote one when RINGFLOW_REPOSITORY names the repository its
+    workers pull."""
+    return [LOCAL_POOL, *([REMOTE_POOL] if os.environ.get("RINGFLOW_REPOSITORY") else [])]
 
 
 def prefect(arguments: list[str], output: IO[str] | None, quiet: bool = False) -> None:
@@ -97,10 +105,18 @@ async def deployed_on(pool: str, names: list[str]) -> list[DeploymentResponse]:
     return list(newest.values())
 
 
-def record_deployed(record: Path, pool: str = LOCAL_POOL) -> None:
-    """After deploy(): the digests of the pool's base job template (the one deploy() gives it) and of its
-    deployments (read back), into `record` (mode 0644: the worker's user reads it; a new file, renamed over the
-    old one: no link followed)."""
+def record_deployed(folder: Path) -> None:
+    """After deploy(): the record of each pool it made, in `folder` (RECORDS: the remote pool's is the one the
+    hosts of its workers get a copy of)."""
+    for pool in deployed_pools():
+        record_pool(folder / RECORDS[pool], pool)
+
+
+def record_pool(record: Path, pool: str) -> None:
+    """The digests of the pool's base job template (the one deploy() gives it) and of its deployments (read back
+    from the server, as its workers read them: the remote ones with the repository and commit their pull steps
+    clone, resolved when `prefect deploy` ran), into `record` (mode 0644: the worker's user reads it, and it is no
+    secret; a new file, renamed over the old one: no link followed)."""
     deployments = asyncio.run(deployed_on(pool, deployments_on(pool, ROOT / "prefect.yaml")))
     content = {"work_pool": pool, "base_job_template": digest(base_job_template()),
                "deployments": {str(deployment.id): {"name": deployment.name, "digest": deployment_digest(deployment)}

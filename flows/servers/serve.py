@@ -66,7 +66,7 @@ def serving(port: int, home: Path, run_dir: Path) -> None:
     processes.start("model-server", [str(BIN / "python"), "-m", "tasks.serving", "--wait-for-champion"], run_dir,
                     home, cwd=ROOT, terminal=True)  # serves the champion the deployments' runs promote
     deploy()
-    record_deployed(run_dir / DEPLOYED_FILE)
+    record_deployed(run_dir)
     print(f"Prefect UI and API: http://127.0.0.1:{port}  (authentication is on, user {ROLE}: the credentials are in "
           f"{home / 'client.env'}, mode 0600)")
     print(f"point a shell at it:  . {home / 'client.env'}")

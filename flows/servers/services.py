@@ -26,7 +26,7 @@ import signal
 import sys
 
 from flows.servers import processes
-from flows.servers.deploy import deploy
+from flows.servers.deploy import REMOTE_DEPLOYED_FILE, deploy
 from flows.servers.postgres import Postgres
 from flows.servers.processes import BIN, ServerFailed, Stop
 from flows.servers.setup import (
@@ -114,8 +114,9 @@ def print_ready(place: Place, users: Users, repository: str, commit: str) -> Non
           f"artifacts in {place.artifacts})")
     print(f"Prefect: http://{host}:{place.prefect_port}  (PostgreSQL database prefect; work pool ringflow-local, "
           "a worker here)")
-    print(f"remote pool ringflow-remote: commit {commit[:12]} of {repository}; on another host: "
-          "scripts/remote_worker.sh CLIENT_ENV")
+    print(f"remote pool ringflow-remote: commit {commit[:12]} of {repository}; on another host, with copies of "
+          f"{place.home / 'client.env'} and {place.home / REMOTE_DEPLOYED_FILE} (what its worker checks each run "
+          "against): scripts/remote_worker.sh CLIENT_ENV DEPLOYED")
     print(f"authentication is on (user {ROLE}); the credentials are in {place.home / 'client.env'} "
           "(mode 0600)")
     print(f"the servers run as {users.service}, the worker as {users.worker}; it signs the versions it registers "

@@ -83,7 +83,7 @@ def start_worker(place: Place, users: Users, deploy: Callable[[], None]) -> None
     what its flow runs write lands there, and its user writes nothing root runs (setup.py: choose_users)."""
     os.environ.update(client_env(place))
     deploy()
-    record_deployed(place.home / DEPLOYED_FILE)  # what the worker checks each flow run against (worker.py)
+    record_deployed(place.home)  # what the workers check each flow run against (worker.py), the remote pool's too
     folder = worker_folder(place, users)
     env = dict(os.environ, **worker_env(folder))
     filled = subprocess.run([*users.as_worker, str(BIN / "python"), "-m", "flows.servers.setup", str(folder)],

@@ -4,7 +4,9 @@ against what was deployed (flows/servers/deploy.py: record_deployed) and refuses
 deployment (its pull steps, job variables, entrypoint, work pool) is not the one recorded, or the flow run sets a
 job variable the pool does not offer. Anyone holding the API's credentials can change those through the API; the
 record is written by the user who deployed, in a folder only that user writes. A refused flow run ends Crashed with
-the reason as its state's message, in one line of the worker's log; the worker goes on.
+the reason as its state's message, in one line of the worker's log; the worker goes on. The worker of the local pool
+is started by make serve and make services, those of the remote pool by scripts/remote_worker.sh on other hosts;
+none starts without a readable record of its own pool (one line, exit 2).
 
     python -m flows.servers.worker --deployed RECORD --pool POOL --name NAME
 """
@@ -44,9 +46,12 @@ class RefusedRun(Exception):
 def read_record(record: Path) -> dict[str, Any] | str:
     """The record, or why there is none to check against."""
     try:
-        return cast(dict[str, Any], json.loads(record.read_text()))
+        content = json.loads(record.read_text())
     except (OSError, ValueError) as error:
         return f"no record of what was deployed to check it against ({record}: {error})"
+    if not isinstance(content, dict) or not {"work_pool", "base_job_template", "deployments"} <= set(content):
+        return f"no record of what was deployed to check it against ({record}: not a record of deploy.py's)"
+    return cast(dict[str, Any], content)
 
 
 def refusal(flow_run: FlowRun, work_pool: WorkPool, deployment: DeploymentResponse | None,
@@ -140,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", required=True)
     parser.add_argument("--name", required=True)
     arguments = parser.parse_args(argv)
+    record = read_record(arguments.deployed)
+    if isinstance(record, dict) and record["work_pool"] != arguments.pool:
+        record = f"{arguments.deployed} records the work pool {record['work_pool']}, not {arguments.pool}"
+    if isinstance(record, str):
+        print(f"error: {record}", file=sys.stderr, flush=True)
+        return 2
     CheckedConfiguration.record = arguments.deployed
     try:
         asyncio.run(work(arguments.pool, arguments.name))

@@ -77,19 +77,28 @@ async def run_to_end(client: PrefectClient, deployment_id: UUID, marker: Path, *
     raise AssertionError(f"flow run {flow_run.id}: {'the marker appeared' if marker.exists() else 'not ended'}")
 
 
+async def template_changed(client: PrefectClient, marker: Path, pool: str = POOL,
+                           deployment: str = "training-pipeline/train") -> State:
+    """The pool's base job template given a command that writes the marker, a run of the deployment, the template
+    put back: the run's end."""
+    from prefect.client.schemas.actions import WorkPoolUpdate
+    template = (await client.read_work_pool(pool)).base_job_template
+    changed = copy.deepcopy(template)
+    changed["job_configuration"]["command"] = f"touch {marker}"
+    await client.update_work_pool(pool, WorkPoolUpdate(base_job_template=changed))
+    try:
+        return await run_to_end(client, (await client.read_deployment_by_name(deployment)).id, marker)
+    finally:
+        await client.update_work_pool(pool, WorkPoolUpdate(base_job_template=template))
+
+
 async def template_changed_then_restored(client_env: dict[str, str], marker: Path,
                                          **parameters: Any) -> tuple[State, State]:
-    """The pool's base job template given a command that writes the marker, a `train` deployment run, the template
-    put back, another one with the parameters: their ends."""
-    from prefect.client.schemas.actions import WorkPoolUpdate
+    """The pool's template changed for a `train` deployment run, then put back for another one with the
+    parameters: their ends."""
     async with prefect_client(client_env) as client:
-        template = (await client.read_work_pool(POOL)).base_job_template
-        changed = copy.deepcopy(template)
-        changed["job_configuration"]["command"] = f"touch {marker}"
-        await client.update_work_pool(POOL, WorkPoolUpdate(base_job_template=changed))
+        refused = await template_changed(client, marker)
         train = await client.read_deployment_by_name("training-pipeline/train")
-        refused = await run_to_end(client, train.id, marker)
-        await client.update_work_pool(POOL, WorkPoolUpdate(base_job_template=template))
         return refused, await run_to_end(client, train.id, marker, **parameters)
 
 

@@ -1,15 +1,18 @@
 """`make services` for a team on the test cluster: the servers bind the head's address on the hosts' network, so
 authentication is on (no request without credentials, credentials in files of mode 0600, no password on any command
 line); a worker of the remote pool on a host pulls the deployment's commit, sets it up and runs it there, tracked on the
-head's servers."""
+head's servers; that worker checks each flow run against the record of what was deployed (the services'
+deployed-remote.json, copied to the host with client.env) and runs nothing of a pool template changed through the
+API."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 import requests
@@ -17,7 +20,11 @@ import requests
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, run
 from tests.scripts.services import Services, started_services
+from tests.scripts.test_serve import prefect_client, template_changed
 from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, on_host
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
 
 pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on a host
 TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
@@ -59,26 +66,58 @@ def test_credentials_stay_in_private_files_and_off_every_command_line(services: 
         assert secret not in (services.home / "logs" / "mlflow.log").read_text()
 
 
-def remote_worker(services: Services, host: str) -> int:
-    """scripts/remote_worker.sh on `host` (the hosts share this filesystem), in its own process group; its pid."""
-    log = services.repo.parent / f"worker-{host}.log"
-    started = on_host(host, f"cd {services.repo} && (setsid bash scripts/remote_worker.sh {services.home}/client.env "
-                            f"> {log} 2>&1 < /dev/null & echo $!)")
+@pytest.fixture(scope="module")
+def remote_worker(services: Services) -> Iterator[Path]:
+    """scripts/remote_worker.sh on H1 (the hosts share this filesystem) with the services' client.env and record,
+    in its own process group; its log."""
+    log = services.repo.parent / f"worker-{H1}.log"
+    arguments = f"{services.home}/client.env {services.home}/deployed-remote.json"
+    started = on_host(H1, f"cd {services.repo} && (setsid bash scripts/remote_worker.sh {arguments} > {log} 2>&1 "
+                          "< /dev/null & echo $!)")
     assert started.returncode == 0, started.stderr
-    return int(started.stdout.split()[-1])
+    worker = int(started.stdout.split()[-1])
+    yield log
+    os.killpg(worker, signal.SIGTERM)
+    time.sleep(1)
+    subprocess.run(["pkill", "-KILL", "-g", str(worker)], check=False)
 
 
-def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services) -> None:
-    worker = remote_worker(services, H1)
-    try:
-        env = dict(services.env, **services.client)
-        done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
-                    "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
-        assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
-    finally:
-        os.killpg(worker, signal.SIGTERM)
-        time.sleep(1)
-        subprocess.run(["pkill", "-KILL", "-g", str(worker)], check=False)
+def test_a_remote_worker_without_its_pools_record_starts_nothing(services: Services, tmp_path: Path) -> None:
+    client_env = f"{services.home}/client.env"
+    assert f"copies of {client_env} and {services.home}/deployed-remote.json" in services.log.read_text()
+    local = "records the work pool ringflow-local, not ringflow-remote"
+    for record, problem in ((tmp_path / "missing.json", "no record of what was deployed"),
+                            (services.home / "deployed.json", local)):
+        done = run(["bash", "scripts/remote_worker.sh", client_env, str(record)], services.repo, services.env,
+                   timeout=120)
+        assert done.returncode == 2, done.stdout + done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: ") and str(record) in last and problem in last, done.stderr
+
+
+def test_a_remote_pool_template_changed_through_the_api_runs_nothing_on_the_host(services: Services,
+                                                                                 remote_worker: Path,
+                                                                                 tmp_path: Path) -> None:
+    async def changed() -> State:
+        async with prefect_client(services.client) as client:
+            return await template_changed(client, tmp_path / "ran", pool="ringflow-remote",
+                                          deployment="training-pipeline/train-remote")
+
+    refused = asyncio.run(changed())
+    assert not (tmp_path / "ran").exists()
+    assert (refused.type.value, refused.message) == ("CRASHED", (
+        "refused by the worker: the work pool ringflow-remote's base job template is not the one deployed (changed "
+        "through the API since)"))
+    assert len([line for line in remote_worker.read_text().splitlines() if ") refused: " in line]) == 1
+
+
+def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services,
+                                                                          remote_worker: Path) -> None:
+    """After the refused run too (the test above): the worker goes on."""
+    env = dict(services.env, **services.client)
+    done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
+                "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
+    assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
     experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
     (found,) = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
     tags = {tag["key"]: tag["value"] for tag in found["data"]["tags"]}

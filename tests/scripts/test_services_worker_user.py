@@ -1,15 +1,21 @@
 """`make services` started by root: the local pool's worker runs as an unprivileged user of its own (ringflow-worker,
 made for it, or SERVICES_WORKER_USER; never root) in a workspace of its own (SERVICES_HOME/worker), and can write
 nothing root runs at the next start or stop (the checkout, its programs, scripts/run_as.sh and git's hooks, the
-environment, SERVICES_HOME's run folder, the bare repository); a deployment run through it still completes."""
+environment, SERVICES_HOME's run folder, the bare repository); a deployment run through it still completes. And it
+runs only what was deployed: the work pool's base job template changed through the API, with the services'
+credentials (.services/client.env), to a command of one's choosing runs nothing, and the next untouched deployment
+run trains as before."""
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 import re
+import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +24,7 @@ import pytest
 from tasks.tracking.registry_signature import KEY_ID_TAG, key_id
 from tests.helpers import BIN, api_call, copy_checkout, free_port, quiet_env, run
 from tests.scripts.services import Services, services_home, started_services
+from tests.scripts.test_serve import TEMPLATE_REFUSED, template_changed_then_restored
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, a deployment run
 
@@ -108,6 +115,21 @@ def test_a_deployment_run_completes_in_the_worker_s_workspace(services: Services
     versions = services.mlflow(f"model-versions/search?filter=run_id%3D%27{run_id}%27")["model_versions"]
     tags = {tag["key"]: tag["value"] for tag in versions[0]["tags"]}
     assert tags[KEY_ID_TAG] == key_id(key.read_bytes().strip())
+
+
+def test_a_pool_template_changed_through_the_api_runs_nothing_as_the_worker(services: Services) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="ringflow-marker-", dir="/tmp"))
+    folder.chmod(0o777)  # the worker's user could write the marker there, were the command run
+    try:
+        refused, trained = asyncio.run(template_changed_then_restored(services.client, folder / "ran", epochs=1,
+                                                                      np=1))
+        assert not (folder / "ran").exists()
+    finally:
+        shutil.rmtree(folder)
+    assert refused.type.value == "CRASHED" and refused.message == TEMPLATE_REFUSED
+    worker_log = (services.home / "logs" / "worker.log").read_text()
+    assert len([line for line in worker_log.splitlines() if ") refused: " in line]) == 1
+    assert trained.type.value == "COMPLETED", trained.message
 
 
 def refused_start(checkout: Path, **settings: str) -> subprocess.CompletedProcess:

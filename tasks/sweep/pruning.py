@@ -31,10 +31,11 @@ def rank0_epoch(line: str) -> tuple[int, dict[str, float]] | None:
 
 class EpochReporter:
     """An on_line for a trial's training job: every line goes on to `on_line`; rank 0's epoch metric is reported to
-    the trial (its 0-based epoch as the step), and TrialPruned is raised when the pruner says so."""
+    the trial (its 0-based epoch as the step), and TrialPruned is raised when the pruner says so, before the trial's
+    last epoch (`epochs`; after it, the training is done: stopping it would only lose a finished result)."""
 
-    def __init__(self, trial: Any, metric: str, on_line: Callable[[str], None]) -> None:
-        self._trial, self._metric, self._on_line = trial, metric, on_line
+    def __init__(self, trial: Any, metric: str, on_line: Callable[[str], None], epochs: int) -> None:
+        self._trial, self._metric, self._on_line, self._epochs = trial, metric, on_line, epochs
         self.values: list[float] = []  # the metric of each epoch reported, in order
 
     def __call__(self, line: str) -> None:
@@ -46,5 +47,5 @@ class EpochReporter:
         value = metrics[self._metric]
         self.values.append(value)
         self._trial.report(value, epoch - 1)
-        if self._trial.should_prune():
+        if epoch < self._epochs and self._trial.should_prune():
             raise TrialPruned(self._trial.number, epoch, self._metric, value)

@@ -106,14 +106,15 @@ class TrialRunner:
     def __init__(self, sweep: Sweep, trial: Any) -> None:
         self.sweep, self.trial = sweep, trial
         self.run_id: str | None = None
-        self.reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line)
+        self.reporter = EpochReporter(trial, sweep.sweep.metric, sweep.on_line, sweep.base.train.epochs)
 
     def __call__(self, step: steps.RunStep, run: steps.RunContext) -> Any:
         self.run_id = run.run_id or None
         if not step.retried:
             return step.call(run)
         for attempt in (1, 2):
-            self.reporter = EpochReporter(self.trial, self.sweep.sweep.metric, self.sweep.on_line)
+            self.reporter = EpochReporter(self.trial, self.sweep.sweep.metric, self.sweep.on_line,
+                                          run.params.train.epochs)
             try:
                 return step.call(replace(run, on_line=self.reporter))
             except TrialPruned:

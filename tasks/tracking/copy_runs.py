@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tasks.params import ParamsError
-from tasks.tracking.mlflow_store import shown
-from tasks.tracking.server import credentials_only_for_their_server, credentials_refusal, foreign_artifacts
+from tasks.tracking.credentials import credentials_only_for_their_server, credentials_refusal, foreign_artifacts
+from tasks.tracking.uris import shown
 
 COPIED_FROM = "ringflow.copied_from"  # on a copied run: the source run's id; on a model version: name/version
 COPYING_FROM = "ringflow.copying_from"  # on a copy being made (a copy killed half-way keeps it: removed next time)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tasks.paths import MLRUNS_DIR
-from tasks.redaction import hide_url_credentials
+from tasks.tracking.credentials import foreign_artifacts
+from tasks.tracking.uris import is_server, shown
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"  # MLflow's kind for model training (its kind selector shows it)
@@ -36,16 +37,6 @@ def use_tracking_uri(uri: str | None) -> None:
         os.environ["MLFLOW_TRACKING_URI"] = uri
 
 
-def shown(uri: str) -> str:
-    """A URI as a line may show it: its password left out."""
-    return hide_url_credentials(uri)
-
-
-def is_server(uri: str) -> bool:
-    """A tracking server (which also serves the artifacts), not a store in files of this machine."""
-    return uri.startswith(("http://", "https://"))
-
-
 def client() -> Any:
     """An MlflowClient on ringflow's store."""
     from mlflow.tracking import MlflowClient
@@ -59,7 +50,6 @@ def experiment_id(name: str) -> str:
     kind, model training (MLflow 3.17's own UI goes by its browser's view instead: run_log.runs_link). One that
     keeps its artifacts on a server the environment's credentials are not for is refused in one line."""
     from tasks.params import ParamsError
-    from tasks.tracking.server import foreign_artifacts  # (server.py imports this module)
     mlflow_client = client()
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:

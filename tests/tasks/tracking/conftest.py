@@ -38,12 +38,15 @@ def shared_store(shared_database: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture()
 def credentials(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """This shell's MLflow credentials (ringflow:hunter2, as client.env gives them), no server named for them yet
-    (RINGFLOW_CREDENTIALS_FOR and MLFLOW_TRACKING_URI unset), the client's retries off; every setting put back at
-    the test's end."""
+    (RINGFLOW_CREDENTIALS_FOR and MLFLOW_TRACKING_URI unset, and MLflow's own), the client's retries off; every
+    setting put back at the test's end."""
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ringflow")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     for name in ("MLFLOW_TRACKING_TOKEN", "RINGFLOW_CREDENTIALS_FOR", "MLFLOW_TRACKING_URI"):
         monkeypatch.setenv(name, "")  # recorded, so that what the code under test sets is put back
         monkeypatch.delenv(name)
+    # MLflow's own tracking URI of this process, which a test before may have set (model_registry sets it when it
+    # registers) and which wins over MLFLOW_TRACKING_URI: unset, so that the client reads the environment's
+    monkeypatch.setattr("mlflow.tracking._tracking_service.utils._tracking_uri", None)
     return monkeypatch

@@ -13,10 +13,10 @@ import pytest
 
 from tasks.params import ParamsError, TrackingParams
 from tasks.tracking import mlflow_store
+from tasks.tracking.credentials import credentials_kept_for
 from tasks.tracking.server import (
     check_tracking,
     credentials_header,
-    credentials_kept_for,
     retry_settings,
     use_tracking,
     without_credentials,

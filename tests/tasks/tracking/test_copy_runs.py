@@ -115,7 +115,9 @@ def test_only_ended_runs_are_copied_parents_mapped_half_made_copies_replaced(tmp
     source.create_registered_model("it's-a-model")
     source.create_model_version("it's-a-model", f"runs:/{trial}/model", run_id=trial)
     target = MlflowClient(tracking_uri=target_uri, registry_uri=target_uri)
-    killed = target.create_run(target.create_experiment("ringflow"), run_name="trial-0",
+    target_experiment = target.create_experiment("ringflow",  # not MLflow's default: ./mlruns of the checkout
+                                                 artifact_location=(tmp_path / "target-artifacts").as_uri())
+    killed = target.create_run(target_experiment, run_name="trial-0",
                                tags={COPYING_FROM: trial}).info.run_id  # what a copy killed half-way leaves
 
     first = copy_runs(source_uri, target_uri)

@@ -18,7 +18,7 @@ from trainer.choices import scheduler_spec
 from trainer.config import InputParams, Section, TrainParams, literal_words
 from trainer.serving_bytes import MAX_IMAGE_PIXELS
 
-DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>")
+DATASET_KINDS = ("digits", "tfds:<name>[:<version>]", "folder:<path>", "npz:<path>", "table:<path>")
 
 
 def parse_dataset(spec: str) -> tuple[str, str]:
@@ -43,6 +43,8 @@ class DataParams(Section):
     workers: int = Field(0, ge=0)
     max_image_side: int = Field(0, ge=0)  # image files: a shorter side above it is scaled down to it; 0: as they are
     bad_images: Literal["fail", "skip"] = "fail"  # images that cannot be decoded: stop naming them, or leave them out
+    features: list[str] | None = None  # table: the feature columns; None: every column but the target's
+    target: list[str] | str | None = None  # table: the target column(s); None: the last column
     seed: int = 42
 
     @field_validator("dataset")
@@ -51,13 +53,15 @@ class DataParams(Section):
         kind, argument = parse_dataset(value)
         if kind == "digits" and not argument:
             return value
-        if kind not in ("tfds", "folder", "npz") or not argument:
+        if kind not in ("tfds", "folder", "npz", "table") or not argument:
             raise ValueError(f"unknown dataset {value!r}; known: {', '.join(DATASET_KINDS)}")
         path = resolve_path(argument)
         if kind == "folder" and not path.is_dir():
             raise ValueError(f"image folder {path} does not exist")
         if kind == "npz" and not path.is_file():
             raise ValueError(f"npz file {path} does not exist")
+        if kind == "table" and not path.is_file():
+            raise ValueError(f"table file {path} does not exist")
         return value
 
 
@@ -87,7 +91,9 @@ class TrackingParams(Section):
 class RegistryParams(Section):
     """The MLflow model registry and its promotion gate."""
     model_name: str = Field("ringflow", min_length=1)
-    min_delta: float = Field(0.001, ge=0)  # test accuracy a new model must gain over `champion` to replace it
+    metric: str | None = None  # the test metric the gate compares; None: the task's (test_accuracy, test_mae)
+    mode: Literal["auto", "max", "min"] = "auto"  # better is higher (max) or lower (min); auto: by the metric's name
+    min_delta: float = Field(0.001, ge=0)  # what a new model must gain on `metric` over `champion` to replace it
 
 
 class PipelineParams(Section):

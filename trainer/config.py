@@ -22,6 +22,10 @@ CONFIG_FILE_NAME = "trainer_config.json"  # beside the model it trained: the job
 Backend = Literal[BACKEND_NAMES]  # type: ignore[valid-type]
 Precision = Literal["fp32", "mixed_float16", "mixed_bfloat16"]
 AugmentOp = Literal["crop", "flip", "brightness", "contrast"]
+Task = Literal["auto", "classification", "regression"]
+# the user's own function: a file of the workspace ("models/net.py:build") or an importable module ("nets.cnn:build")
+IMPORT_PATH = re.compile(r"(?:[\w.\-/]+\.py|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):[A-Za-z_]\w*")
+LOSS_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 YAML11_BOOLEAN_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
@@ -119,7 +123,11 @@ class TrainParams(Section):
     horovodrun_args: list[str] = []  # passed through to horovodrun
     elastic: ElasticParams | None = None  # {min_np, max_np}: Horovod's elastic mode (Gloo); np is the start size
     num_ps: int = Field(1, ge=1)  # parameter-server: parameter servers
-    model: str = "cnn"
+    model: str = "cnn"  # a catalog name, or the user's builder: "models/net.py:build" or "package.module:build"
+    model_args: dict[str, Any] = {}  # keyword arguments of the model's builder (each may be swept)
+    task: Task = "auto"  # auto: the prepared data's (class ids: classification, real targets: regression)
+    loss: str | None = None  # a Keras loss name or "file.py:function"; None: the task's (crossentropy, MSE)
+    metrics: list[str] = []  # Keras metric names reported each epoch and at evaluation, beside the task's own
     epochs: int = Field(20, ge=1)
     batch_size: int = Field(32, ge=1)  # per replica
     learning_rate: float = Field(0.001, gt=0)  # for one replica
@@ -141,8 +149,16 @@ class TrainParams(Section):
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
-        if value not in MODEL_CATALOG:
-            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODEL_CATALOG))}")
+        if value not in MODEL_CATALOG and not IMPORT_PATH.fullmatch(value):
+            raise ValueError(f"unknown model {value!r}: a catalog name ({', '.join(sorted(MODEL_CATALOG))}) or "
+                             "the builder of your own, as \"path/to/file.py:function\" or \"package.module:function\"")
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _loss_name(cls, value: str | None) -> str | None:
+        if value is not None and not (LOSS_NAME.fullmatch(value) or IMPORT_PATH.fullmatch(value)):
+            raise ValueError(f"{value!r} is neither a Keras loss name nor \"path/to/file.py:function\"")
         return value
 
     @model_validator(mode="after")

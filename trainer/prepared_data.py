@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +35,30 @@ def read_manifest(data_dir: Path) -> dict[str, Any]:
 def shard_paths(data_dir: Path, manifest: dict[str, Any], split: str) -> list[str]:
     """Absolute shard paths of one split, in manifest order."""
     return [str(Path(data_dir) / shard["file"]) for shard in manifest["splits"][split]["shards"]]
+
+
+def data_kind(manifest: dict[str, Any]) -> str:
+    """`image` (encoded images with class labels) or `tensor` (float features with a target); manifests older than
+    tensor data are image ones."""
+    return str(manifest.get("kind", "image"))
+
+
+def data_task(manifest: dict[str, Any], task: str = "auto") -> str:
+    """The task a training of this data does: `task` (train.task) when stated, else the data's own. ValueError when
+    the data cannot serve the stated task (real targets for classification; class names for regression)."""
+    own = str(manifest.get("task", "classification"))
+    if task in ("auto", own):
+        return own
+    if task == "classification" and not manifest.get("integer_targets", False):
+        raise ValueError(f"train.task is classification but the targets of {manifest.get('source')} are not class "
+                         "ids (whole numbers 0..n-1)")
+    if task == "regression" and manifest.get("class_names_only", False):
+        raise ValueError(f"train.task is regression but the targets of {manifest.get('source')} are class names")
+    return task
+
+
+def output_size(manifest: dict[str, Any], task: str) -> int:
+    """What the model's last axis holds: the class count (classification) or the number of targets (regression)."""
+    if task == "classification":
+        return int(manifest["num_classes"])
+    return int(math.prod(manifest.get("target_shape") or [1]))

@@ -133,4 +133,9 @@ def record_pool(record: Path, pool: str) -> None:
 def worker_command(record: Path) -> list[str]:
     """The local pool's worker, checking each flow run against `record` (flows/servers/worker.py)."""
     return [str(BIN / "python"), "-m", "flows.servers.worker", "--deployed", str(record), "--pool", LOCAL_POOL,
-            "--name", f"ringflow-worker-{socket.gethostname()}"]
+            "--name", worker_name()]
+
+
+def worker_name() -> str:
+    """The name the local pool's worker polls under."""
+    return f"ringflow-worker-{socket.gethostname()}"

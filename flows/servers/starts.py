@@ -2,13 +2,18 @@
 servers as the service user, their settings in their environment (never on a command line), and the worker."""
 from __future__ import annotations
 
+import base64
+import json
 import os
 import socket
 import subprocess
+import time
+import urllib.request
+from datetime import datetime, timezone
 from typing import Callable
 
 from flows.servers import processes
-from flows.servers.deploy import DEPLOYED_FILE, record_deployed, worker_command
+from flows.servers.deploy import DEPLOYED_FILE, LOCAL_POOL, record_deployed, worker_command, worker_name
 from flows.servers.processes import BIN, ServerFailed
 from flows.servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
 from tasks.paths import ROOT
@@ -92,4 +97,37 @@ def start_worker(place: Place, users: Users, deploy: Callable[[], None]) -> None
         raise ServerFailed(f"the worker's workspace in {folder} could not be made: "
                            f"{(filled.stderr.strip().splitlines() or ['no output'])[-1]}")
     command = [*users.as_worker, *worker_command(place.home / DEPLOYED_FILE)]
+    started = datetime.now(timezone.utc)
     processes.start("worker", command, place.run, place.logs, env, cwd=ROOT)
+    wait_worker(place, started)
+
+
+def worker_heartbeat(place: Place, name: str) -> datetime | None:
+    """When the pool last heard from the worker called name, by the Prefect API; None before its first beat."""
+    settings = client_env(place)
+    request = urllib.request.Request(f"{settings['PREFECT_API_URL']}/work_pools/{LOCAL_POOL}/workers/filter",
+                                     data=b"{}", method="POST", headers={"Content-Type": "application/json"})
+    credentials = settings.get("PREFECT_API_AUTH_STRING")
+    if credentials:
+        request.add_header("Authorization", "Basic " + base64.b64encode(credentials.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            workers = json.load(answer)
+    except (OSError, ValueError):
+        return None
+    beats = [worker.get("last_heartbeat_time") for worker in workers if worker.get("name") == name]
+    return max((datetime.fromisoformat(beat) for beat in beats if beat), default=None)
+
+
+def wait_worker(place: Place, started: datetime, seconds: float = 180) -> None:
+    """Until the worker started at `started` has polled its pool once (its user, its workspace and Python reached):
+    what follows a start sees the worker, not scripts/run_as.sh still at work."""
+    name = worker_name()
+    log = place.logs / "worker.log"
+    deadline = time.monotonic() + seconds
+    while (beat := worker_heartbeat(place, name)) is None or beat < started:
+        if processes.noted_pid(place.run / "worker.pid") is None:
+            raise ServerFailed(f"the worker exited; see {log}")
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"the worker did not poll its pool in {seconds / 60:g} minutes; see {log}")
+        time.sleep(0.5)

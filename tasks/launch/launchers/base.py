@@ -2,59 +2,75 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Protocol
 
 from tasks.launch.remote.cleanup import stop_job_processes
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 
-# the processes of a job: (params, Horovod's controller or None, the job's config file, the environment, the ports
-# of its servers in port_hosts' order or None for a dry run's placeholders)
-ProcessPlan = Callable[[Params, "str | None", Path, dict[str, str], "list[int] | None"], list[Process]]
+
+class Launcher(Protocol):
+    """One way to start a job's processes. Each way is a class of its own module beside this one; the methods
+    written here are what a way does not need to change."""
+
+    def processes(self, params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+                  ports: list[int] | None) -> list[Process]:
+        """The job's processes (pure: it contacts no host), given Horovod's controller or None, the job's config
+        file, the environment, and the ports of its servers in port_hosts' order (None: a dry run's placeholders)."""
+        ...
+
+    def port_hosts(self, params: Params) -> list[str]:
+        """The host of every port the job's servers listen on (picked on those hosts before the plan is made)."""
+        return []
+
+    def listens(self, params: Params, controller: str | None) -> list[str]:
+        """What the job's processes listen on, in words (docs/security.md's table)."""
+        return []
+
+    def prepare(self, params: Params, controller: str | None, config_file: Path, env: dict[str, str]) -> None:
+        """What a launch writes before the job's processes start."""
+        return None
+
+    def describe(self, params: Params, controller: str | None, config_file: Path,
+                 env: dict[str, str]) -> list[str] | None:
+        """How a dry run describes the job where it has no plain command per process; None: it has them."""
+        return None
+
+    def stop(self, hosts: list[str], config_file: Path) -> None:
+        """Whatever ended the job: nothing of it left running on the hosts its ranks ran on."""
+        stop_job_processes(hosts, str(config_file))
+
+    def in_allocation(self, params: Params, controller: str | None, config_file: Path,
+                      job_dir: Path) -> list[str] | None:
+        """The batch-script lines that start the job's processes inside a Slurm allocation, in the background;
+        None: this way does not run under Slurm."""
+        return None
 
 
-# what the job's processes listen on, in words (params, Horovod's controller or None): docs/security.md's table
-Listening = Callable[[Params, "str | None"], list[str]]
-# what a launch writes before its processes start (params, controller, the job's config file, the environment)
-Prepare = Callable[[Params, "str | None", Path, dict[str, str]], None]
-# how the job is described where it has no plain command per process (a dry run prints it), else None
-Describe = Callable[[Params, "str | None", Path, dict[str, str]], "list[str] | None"]
-# the batch-script lines that start the job's processes inside a Slurm allocation, in the background (params,
-# controller, the job's config file, the job's directory); None: it does not run under Slurm
-InAllocation = Callable[[Params, "str | None", Path, Path], list[str]]
-# whatever ended the job, nothing of it left running: (the hosts its ranks ran on, the job's config file)
-Stop = Callable[[list[str], Path], None]
+class Scheduler(Protocol):
+    """A cluster's scheduler that runs the job as its own batch job (train.scheduler)."""
+    launcher: Launcher  # how it starts the job's processes
 
+    def refusal(self, params: Params) -> str | None:
+        """What it refuses of a job before anything starts, in one line; None: nothing."""
+        ...
 
-@dataclass(frozen=True)
-class Launcher:
-    """One way to start a job's processes: their plan (pure: it contacts no host), the host of every port its
-    servers listen on (picked on those hosts by the job before the plan), what listens, in words; what a launch
-    writes first, how a dry run describes it, how the job's processes are stopped on every host, and how they start
-    inside a scheduler's allocation."""
-    processes: ProcessPlan
-    port_hosts: Callable[[Params], list[str]] = lambda params: []
-    listens: Listening = lambda params, controller: []
-    prepare: Prepare = lambda params, controller, config_file, env: None
-    describe: Describe = lambda params, controller, config_file, env: None
-    stop: Stop = lambda hosts, config_file: stop_job_processes(hosts, str(config_file))
-    in_allocation: InAllocation | None = None
+    def cluster_problem(self, params: Params, controller: str | None) -> str | None:
+        """What its cluster says of the job (asked in milliseconds, like a host name resolved); None: nothing."""
+        ...
 
+    def gpus_per_node(self, params: Params) -> int:
+        """The GPUs each of its nodes gives a job."""
+        ...
 
-@dataclass(frozen=True)
-class Scheduler:
-    """A cluster's scheduler that runs the job as its own batch job (train.scheduler): its launcher; what it refuses
-    of a job before anything starts; what its cluster says of the job (asked in milliseconds, like a host name
-    resolved; params, Horovod's controller or None); the GPUs of each of its nodes; the job at another rank count;
-    and the slots of trials run side by side (it places each trial's job: one pool for the cluster, no host)."""
-    launcher: Launcher
-    refusal: Callable[[Params], "str | None"]
-    cluster_problem: Callable[[Params, "str | None"], "str | None"]
-    gpus_per_node: Callable[[Params], int]
-    at_np: Callable[[Params, int], Params]
-    trial_slots: Callable[[Params, int], dict[str, int]]
+    def at_np(self, params: Params, np: int) -> Params:
+        """The job at another rank count."""
+        ...
+
+    def trial_slots(self, params: Params, parallel: int) -> dict[str, int]:
+        """The slots of `parallel` trials run side by side (it places each trial's job: one pool, no host)."""
+        ...
 
 
 def trainer_command(config_file: Path) -> list[str]:

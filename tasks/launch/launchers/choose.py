@@ -1,18 +1,30 @@
-"""Which way starts a job's processes: a scheduler's job (`slurm`), chosen by train.scheduler, else the backend's
-launcher (by_backend.py). A new way is one more module beside this one and one more entry below or there."""
+"""Which way starts a job's processes: the batch job of the scheduler train.scheduler names (trainer/choices.py),
+else the launcher its backend's spec names (trainer/backends/registry.py). A new way is a module beside this one,
+a class of base.py's Launcher (or Scheduler), and one entry below."""
 from __future__ import annotations
 
-from tasks.launch.launchers import slurm
+from tasks.launch.launchers import cluster, horovodrun, process, slurm
 from tasks.launch.launchers.base import Launcher, Scheduler
-from tasks.launch.launchers.by_backend import backend_launcher
 from tasks.params import Params
+from trainer.backends.registry import backend_spec
 
-SCHEDULERS: dict[str, Scheduler] = {"slurm": slurm.SCHEDULER}  # train.scheduler: the job is the scheduler's
+# by the names backend specs give their launchers
+LAUNCHERS: dict[str, Launcher] = {"horovodrun": horovodrun.LAUNCHER, "cluster": cluster.LAUNCHER,
+                                  "process": process.LAUNCHER}
+
+
+def backend_launcher(backend: str) -> Launcher:
+    """How a backend's processes start (by themselves, or inside a scheduler's allocation)."""
+    return LAUNCHERS[backend_spec(backend).launcher]
+
+
+# by train.scheduler: the schedulers that run the job as their batch job (none: ringflow starts it on its hosts)
+BATCH_SCHEDULERS: dict[str, Scheduler] = {"slurm": slurm.SlurmScheduler(backend_launcher)}
 
 
 def scheduler_for(params: Params) -> Scheduler | None:
     """The scheduler that runs this job as its own; None: ringflow starts it on the hosts it names."""
-    return SCHEDULERS.get(params.train.scheduler)
+    return BATCH_SCHEDULERS.get(params.train.scheduler)
 
 
 def launcher_for(params: Params) -> Launcher:

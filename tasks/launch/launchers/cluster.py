@@ -50,11 +50,6 @@ def cluster_placement(params: Params) -> Placement:
     return placed
 
 
-def port_hosts(params: Params) -> list[str]:
-    """The host of every port the job's servers listen on, in the plan's order (none without servers)."""
-    return [host for task_hosts in cluster_placement(params).values() for host in task_hosts]
-
-
 def cluster_addresses(params: Params, ports: list[int] | None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """The tf.distribute cluster (task type: host:port of each task) and, for parameter-server, the tf.data
     dispatcher's address; `ports` in port_hosts' order (None: placeholders)."""
@@ -76,44 +71,49 @@ def _process(host_port: str, command: list[str], env: dict[str, str], label: str
     return Process(ssh_command(host, remote), env, label, waited, (host,))
 
 
-def processes(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
-              ports: list[int] | None) -> list[Process]:
-    """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
-    cluster, extra = cluster_addresses(params, ports)
-    with_servers = backend_spec(params.train.backend).with_servers
-    processes = []
-    for task_type, addresses in cluster.items():
-        for index, address in enumerate(addresses):
-            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}} | extra)
-            is_server = with_servers and task_type != "chief"
-            # A server gets the job's file too: it names the job's processes on every host (to stop them).
-            command = [*PS_SERVER, "--job", str(config_file)] if is_server else trainer_command(config_file)
-            label = f"{task_type}{index}" if with_servers else str(index)
-            processes.append(_process(address, command, env | {"TF_CONFIG": tf_config}, label, not is_server))
-    return processes
+class ClusterLauncher(Launcher):
+    """One process per tf.distribute task, each on its host's slot (over ssh on another host)."""
+
+    def port_hosts(self, params: Params) -> list[str]:
+        """The host of every port the job's servers listen on, in the plan's order (none without servers)."""
+        return [host for task_hosts in cluster_placement(params).values() for host in task_hosts]
+
+    def processes(self, params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+                  ports: list[int] | None) -> list[Process]:
+        """multiworker: one worker per process; parameter-server: ps and worker servers plus a coordinator."""
+        cluster, extra = cluster_addresses(params, ports)
+        with_servers = backend_spec(params.train.backend).with_servers
+        processes = []
+        for task_type, addresses in cluster.items():
+            for index, address in enumerate(addresses):
+                tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}} | extra)
+                is_server = with_servers and task_type != "chief"
+                # A server gets the job's file too: it names the job's processes on every host (to stop them).
+                command = [*PS_SERVER, "--job", str(config_file)] if is_server else trainer_command(config_file)
+                label = f"{task_type}{index}" if with_servers else str(index)
+                processes.append(_process(address, command, env | {"TF_CONFIG": tf_config}, label, not is_server))
+        return processes
+
+    def listens(self, params: Params, controller: str | None) -> list[str]:
+        """A TensorFlow gRPC server per task (and, for parameter-server, the tf.data service), every interface."""
+        placed = cluster_placement(params)
+        dispatcher = placed.pop("data_dispatcher", None)
+        servers = ", ".join(f"{task}{index} on {host}"
+                            for task, hosts in placed.items() for index, host in enumerate(hosts))
+        lines = [f"TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): {servers}"]
+        if dispatcher:
+            lines.append(f"the tf.data service, every interface: its dispatcher on {dispatcher[0]}, a data worker with "
+                         "each worker")
+        return lines
+
+    def in_allocation(self, params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+        """Under Slurm: each node's ports picked first (a step of one task per node), then one worker per task."""
+        ports = shlex.quote(str(job_dir / "ports")) + '-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"'
+        picker = shlex.join(trainer_command(config_file)[:1] + ["-m", "trainer.slurm_cluster", "ports"])
+        return [f"export {PORTS_DIR_ENV}={ports}",
+                f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 {picker} "${PORTS_DIR_ENV}" '
+                f"{params.slurm.tasks_per_node} || exit 1",
+                f"{shlex.join(SRUN)} {shlex.join(trainer_command(config_file))} &"]
 
 
-def listens(params: Params, controller: str | None) -> list[str]:
-    """A TensorFlow gRPC server per task (and, for parameter-server, the tf.data service), every interface."""
-    placed = cluster_placement(params)
-    dispatcher = placed.pop("data_dispatcher", None)
-    servers = ", ".join(f"{task}{index} on {host}"
-                        for task, hosts in placed.items() for index, host in enumerate(hosts))
-    lines = [f"TensorFlow gRPC servers, every interface (TensorFlow binds 0.0.0.0): {servers}"]
-    if dispatcher:
-        lines.append(f"the tf.data service, every interface: its dispatcher on {dispatcher[0]}, a data worker with "
-                     "each worker")
-    return lines
-
-
-def in_allocation(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
-    """Under Slurm: each node's ports picked first (a step of one task per node), then one worker per task."""
-    ports = shlex.quote(str(job_dir / "ports")) + '-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"'
-    picker = shlex.join(trainer_command(config_file)[:1] + ["-m", "trainer.slurm_cluster", "ports"])
-    return [f"export {PORTS_DIR_ENV}={ports}",
-            f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 {picker} "${PORTS_DIR_ENV}" '
-            f"{params.slurm.tasks_per_node} || exit 1",
-            f"{shlex.join(SRUN)} {shlex.join(trainer_command(config_file))} &"]
-
-
-LAUNCHER = Launcher(processes, port_hosts, listens, in_allocation=in_allocation)
+LAUNCHER = ClusterLauncher()

@@ -80,44 +80,47 @@ def controller_environment(controller: str) -> dict[str, str]:
     return dict(controller_spec(controller).root_environment) if os.geteuid() == 0 else {}
 
 
-def processes(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
-              ports: list[int] | None) -> list[Process]:
-    """One horovodrun, which starts every rank."""
-    if controller is None:
-        raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
-    return [Process(horovod_command(params, controller, config_file), env | controller_environment(controller),
-                    hosts=rank_hosts(params.train))]
+class HorovodrunLauncher(Launcher):
+    """horovodrun, which starts every rank (or, under Slurm, horovodrun or srun inside the allocation)."""
+
+    def processes(self, params: Params, controller: str | None, config_file: Path, env: dict[str, str],
+                  ports: list[int] | None) -> list[Process]:
+        """One horovodrun, which starts every rank."""
+        if controller is None:
+            raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
+        return [Process(horovod_command(params, controller, config_file), env | controller_environment(controller),
+                        hosts=rank_hosts(params.train))]
+
+    def listens(self, params: Params, controller: str | None) -> list[str]:
+        """horovodrun's rendezvous here and the ranks' connections on their hosts, for the job's length."""
+        train = params.train
+        where = "the hosts discovery finds" if train.elastic else ", ".join(host_slots(train))
+        chosen = rank_interface(train)
+        interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
+        # measured: without the rendezvous (MPI), mpirun's and the ranks' sockets listen on 0.0.0.0 and :: whatever
+        # they use
+        if controller and not controller_spec(controller).rendezvous:
+            used = f"traffic over {chosen}" if chosen else "traffic over the interfaces Horovod finds routable"
+            return [f"Open MPI's daemons and the ranks' TCP transport on {where}, every interface (Open MPI binds them "
+                    f"so; {used})"]
+        return ["horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so)",
+                f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]
+
+    def in_allocation(self, params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+        """Under Slurm: with Gloo, horovodrun over the allocation's nodes (Gloo needs its rendezvous); with MPI, the
+        ranks as one srun step (PMIx, or PMI-2, whichever srun offers)."""
+        if controller is None:
+            raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
+        if controller_spec(controller).rendezvous:
+            hosts = ('"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/:$SLURM_NTASKS_PER_NODE/" '
+                     '| paste -sd,)"')
+            command = shlex.join(horovod_command(params, controller, config_file, "HOSTS"))
+            return [f"hosts={hosts}", command.replace(" HOSTS ", ' "$hosts" ') + " &"]
+        stall_env = stall_environment(params.train.stall_timeout_seconds)
+        stall = " ".join(f"{key}={value}" for key, value in stall_env.items())
+        plugins = "|".join(MPI_PLUGINS)
+        return [f"mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 '{plugins}')  # what srun offers: PMIx, else PMI-2",
+                f'{stall} {shlex.join(SRUN)} --mpi="$mpi" {shlex.join(trainer_command(config_file))} &']
 
 
-def listens(params: Params, controller: str | None) -> list[str]:
-    """horovodrun's rendezvous here and the ranks' connections on their hosts, for the job's length."""
-    train = params.train
-    where = "the hosts discovery finds" if train.elastic else ", ".join(host_slots(train))
-    chosen = rank_interface(train)
-    interface = (f"interface {chosen}" + (" (this machine only)" if chosen == LOOPBACK else "")) if chosen else None
-    # measured: without the rendezvous (MPI), mpirun's and the ranks' sockets listen on 0.0.0.0 and :: whatever
-    # they use
-    if controller and not controller_spec(controller).rendezvous:
-        used = f"traffic over {chosen}" if chosen else "traffic over the interfaces Horovod finds routable"
-        return [f"Open MPI's daemons and the ranks' TCP transport on {where}, every interface (Open MPI binds them "
-                f"so; {used})"]
-    return ["horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it so)",
-            f"Gloo between the ranks on {where}, {interface or 'the interface Horovod finds'}"]
-
-
-def in_allocation(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
-    """Under Slurm: with Gloo, horovodrun over the allocation's nodes (Gloo needs its rendezvous); with MPI, the
-    ranks as one srun step (PMIx, or PMI-2, whichever srun offers)."""
-    if controller is None:
-        raise ValueError("a horovodrun backend needs Horovod's controller (preflight names it)")
-    if controller_spec(controller).rendezvous:
-        hosts = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/:$SLURM_NTASKS_PER_NODE/" | paste -sd,)"'
-        command = shlex.join(horovod_command(params, controller, config_file, "HOSTS"))
-        return [f"hosts={hosts}", command.replace(" HOSTS ", ' "$hosts" ') + " &"]
-    stall = " ".join(f"{key}={value}" for key, value in stall_environment(params.train.stall_timeout_seconds).items())
-    return [f"mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 '{'|'.join(MPI_PLUGINS)}')  # what srun offers: PMIx, else "
-            "PMI-2",
-            f'{stall} {shlex.join(SRUN)} --mpi="$mpi" {shlex.join(trainer_command(config_file))} &']
-
-
-LAUNCHER = Launcher(processes, listens=listens, in_allocation=in_allocation)
+LAUNCHER = HorovodrunLauncher()

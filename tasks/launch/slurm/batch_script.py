@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tasks.launch.launchers.by_backend import backend_launcher
+from tasks.launch.launchers.base import Launcher
 from tasks.params import Params
 from tasks.paths import ROOT
 from trainer.backends.registry import backend_spec
@@ -57,13 +57,14 @@ def sbatch_options(params: Params, job_dir: Path) -> list[str]:
     return options
 
 
-def rank_start(params: Params, controller: str | None, config_file: Path, job_dir: Path) -> list[str]:
+def rank_start(params: Params, controller: str | None, config_file: Path, job_dir: Path,
+               ranks: Launcher) -> list[str]:
     """The script's lines that start the ranks (in the background: the notice's trap runs while they do), as the
-    backend's launcher starts them inside an allocation."""
-    start = backend_launcher(params.train.backend).in_allocation
-    if start is None:
+    backend's launcher (`ranks`) starts them inside an allocation."""
+    lines = ranks.in_allocation(params, controller, config_file, job_dir)
+    if lines is None:
         raise ValueError(f"backend {params.train.backend} does not run under Slurm")
-    return start(params, controller, config_file, job_dir)
+    return lines
 
 
 NOTICE_TRAP = """\
@@ -97,8 +98,9 @@ def comment(text: str) -> str:
 
 
 def batch_script(params: Params, controller: str | None, config_file: Path, env: dict[str, str],
-                 job_dir: Path) -> str:
-    """The whole batch script of the job whose processes read `config_file`; its output goes to `job_dir`."""
+                 job_dir: Path, ranks: Launcher) -> str:
+    """The whole batch script of the job whose processes read `config_file`, its ranks started as `ranks` (the
+    backend's launcher) starts them in an allocation; its output goes to `job_dir`."""
     spec = backend_spec(params.train.backend)
     exports = [f"export {key}={shlex.quote(env[key])}" for key in EXPORTED if key in env]
     by_horovodrun = spec.horovod and controller is not None and controller_spec(controller).rendezvous
@@ -112,6 +114,6 @@ def batch_script(params: Params, controller: str | None, config_file: Path, env:
              # srun passes USR1 on to every task; horovodrun stops on TERM
              NOTICE_TRAP % ("TERM" if by_horovodrun else "USR1"),
              'echo "ringflow: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})"',
-             *rank_start(params, controller, config_file, job_dir),
+             *rank_start(params, controller, config_file, job_dir, ranks),
              WAIT_AND_END % (params.slurm.max_requeues, STOPPED_ON_NOTICE_EXIT, STOPPED_ON_NOTICE_EXIT)]
     return "\n".join(lines) + "\n"

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.launch.launchers.by_backend import LAUNCHERS
-from tasks.launch.launchers.choose import launcher_for
+from tasks.launch.launchers.choose import LAUNCHERS, launcher_for
 from tasks.params import Params
 from trainer.backends.registry import BACKEND_NAMES, backend_spec
 from trainer.config import TrainParams

@@ -8,12 +8,11 @@ from pathlib import Path
 
 from tasks.launch.launchers.cluster import (
     FORWARDED_OVER_SSH,
+    LAUNCHER,
     PS_SERVER,
     UNPICKED_PORT,
     cluster_addresses,
     cluster_placement,
-    port_hosts,
-    processes,
 )
 from tasks.params import Params
 from trainer.config import TrainParams
@@ -35,7 +34,7 @@ def test_parameter_server_puts_servers_coordinator_and_dispatcher_here() -> None
     placed = cluster_placement(params(backend="parameter-server", np=2, num_ps=2))
     assert placed == {"worker": ["localhost"] * 2, "ps": ["localhost"] * 2, "chief": ["localhost"],
                       "data_dispatcher": ["localhost"]}
-    assert port_hosts(params(backend="parameter-server", np=2, num_ps=2)) == ["localhost"] * 6
+    assert LAUNCHER.port_hosts(params(backend="parameter-server", np=2, num_ps=2)) == ["localhost"] * 6
 
 
 def test_ports_are_taken_in_port_hosts_order_and_the_dispatcher_is_set_apart() -> None:
@@ -48,7 +47,7 @@ def test_ports_are_taken_in_port_hosts_order_and_the_dispatcher_is_set_apart() -
 
 
 def test_servers_run_the_server_module_and_only_the_chief_waits_as_the_trainer() -> None:
-    launched = processes(params(backend="parameter-server", np=1), None, CONFIG, {}, [1, 2, 3, 4])
+    launched = LAUNCHER.processes(params(backend="parameter-server", np=1), None, CONFIG, {}, [1, 2, 3, 4])
     assert [(process.label, process.waited) for process in launched] == [("worker0", False), ("ps0", False),
                                                                          ("chief0", True)]
     assert launched[0].command[:len(PS_SERVER)] == PS_SERVER and launched[-1].command[-2:] == ["--config",
@@ -58,7 +57,7 @@ def test_servers_run_the_server_module_and_only_the_chief_waits_as_the_trainer()
 
 def test_a_worker_on_another_host_gets_only_the_named_variables_over_ssh() -> None:
     env = {"TF_CPP_MIN_LOG_LEVEL": "2", "SECRET_OF_THE_HEAD": "x", "PYTHONPATH": "/code"}
-    remote, _ = processes(params(backend="multiworker", np=2, hosts="h1.invalid:1"), None, CONFIG, env, [5, 6])
+    remote, _ = LAUNCHER.processes(params(backend="multiworker", np=2, hosts="h1.invalid:1"), None, CONFIG, env, [5, 6])
     assert remote.command[0] == "ssh" and remote.hosts == ("h1.invalid",)
     shell = remote.command[-1]
     assert "SECRET_OF_THE_HEAD" not in shell and "TF_CPP_MIN_LOG_LEVEL=2" in shell

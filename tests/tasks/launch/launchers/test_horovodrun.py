@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tasks.launch.launchers.horovodrun import (
+    LAUNCHER,
     controller_environment,
     horovod_command,
-    processes,
     rank_interface,
     stall_arguments,
 )
@@ -58,7 +58,8 @@ def test_open_mpi_is_told_twice_only_for_root_and_mpi() -> None:
 
 
 def test_the_job_is_one_horovodrun_whose_hosts_are_the_ranks_hosts() -> None:
-    (process,) = processes(Params(train=TrainParams(np=3, hosts="h1:1,h2:2")), "gloo", CONFIG, {"A": "1"}, None)
+    params = Params(train=TrainParams(np=3, hosts="h1:1,h2:2"))
+    (process,) = LAUNCHER.processes(params, "gloo", CONFIG, {"A": "1"}, None)
     assert process.hosts == ("h1", "h2", "h2") and process.env == {"A": "1"} and process.label is None
 
 

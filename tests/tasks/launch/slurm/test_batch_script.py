@@ -6,11 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from tasks.launch.launchers.choose import backend_launcher
 from tasks.launch.slurm.batch_script import batch_script, sbatch_options, unsupported
 from tasks.params import Params, load_params
 
 CONFIG = Path("/shared/runs/abc/.model.tmp-x/trainer_config.json")
 JOB_DIR = Path("/shared/runs/abc/slurm")
+
+
+def job_script(params: Params, controller: str | None, config: Path, env: dict[str, str]) -> str:
+    """The batch script, its ranks started by the backend's own launcher."""
+    return batch_script(params, controller, config, env, JOB_DIR, backend_launcher(params.train.backend))
 
 
 def slurm_job(**settings: object) -> Params:
@@ -36,7 +42,7 @@ def test_a_cpu_cluster_job_passes_no_gpu_option_and_leaves_out_what_is_unset() -
 
 
 def test_horovod_with_mpi_starts_its_ranks_with_srun_over_what_srun_offers() -> None:
-    script = batch_script(slurm_job(), "mpi", CONFIG, {}, JOB_DIR)
+    script = job_script(slurm_job(), "mpi", CONFIG, {})
     assert "mpi=$(srun --mpi=list 2>&1 | grep -owE -m1 'pmix|pmi2')" in script
     assert 'srun --label --kill-on-bad-exit=1 --distribution=block --mpi="$mpi" ' in script
     assert f"-m trainer --config {CONFIG} &" in script
@@ -45,15 +51,15 @@ def test_horovod_with_mpi_starts_its_ranks_with_srun_over_what_srun_offers() -> 
 
 
 def test_horovod_with_gloo_runs_horovodrun_over_the_allocations_nodes() -> None:
-    script = batch_script(slurm_job(**{"train.network_interface": "ib0"}), "gloo", CONFIG, {}, JOB_DIR)
+    script = job_script(slurm_job(**{"train.network_interface": "ib0"}), "gloo", CONFIG, {})
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
     assert '--gloo -np 2 -H "$hosts" ' in script and "--network-interface ib0" in script
     assert 'kill -TERM "$ranks"' in script  # horovodrun stops its ranks on TERM, not USR1
 
 
 def test_multiworker_picks_ports_on_each_node_then_starts_one_worker_per_task() -> None:
-    script = batch_script(slurm_job(**{"train.backend": "multiworker", "slurm.tasks_per_node": 2}), None, CONFIG,
-                          {}, JOB_DIR)
+    script = job_script(slurm_job(**{"train.backend": "multiworker", "slurm.tasks_per_node": 2}), None, CONFIG,
+                          {})
     ports, workers = script.index("trainer.slurm_cluster ports"), script.index(f"-m trainer --config {CONFIG} &")
     assert ports < workers and 'srun --ntasks-per-node=1' in script
     assert 'export RINGFLOW_SLURM_PORTS=/shared/runs/abc/slurm/ports-"$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"' \
@@ -63,13 +69,13 @@ def test_multiworker_picks_ports_on_each_node_then_starts_one_worker_per_task() 
 def test_the_script_exports_what_the_ranks_need_and_nothing_secret() -> None:
     env = {"PYTHONPATH": "/shared/ringflow", "RINGFLOW_METRICS_SPOOL": "1", "MLFLOW_RUN_ID": "abc",
            "AWS_SECRET_ACCESS_KEY": "hidden", "MLFLOW_TRACKING_URI": "http://u:p@server"}
-    script = batch_script(slurm_job(), "mpi", CONFIG, env, JOB_DIR)
+    script = job_script(slurm_job(), "mpi", CONFIG, env)
     assert "export PYTHONPATH=/shared/ringflow" in script and "export RINGFLOW_METRICS_SPOOL=1" in script
     assert "hidden" not in script and "u:p@" not in script and "MLFLOW" not in script
 
 
 def test_notice_then_the_job_requeues_itself_or_exits_for_a_retry() -> None:
-    script = batch_script(slurm_job(), "mpi", CONFIG, {}, JOB_DIR)
+    script = job_script(slurm_job(), "mpi", CONFIG, {})
     assert "trap notice USR1" in script and 'kill -USR1 "$ranks"' in script
     assert 'scontrol requeue "$SLURM_JOB_ID" 2>/dev/null || exit 75' in script
 
@@ -86,7 +92,7 @@ def test_what_does_not_run_under_slurm_is_one_line(settings: dict, problem: str)
 def test_a_one_process_backend_runs_on_one_node() -> None:
     params = slurm_job(**{"train.backend": "mirrored", "slurm.nodes": 1, "slurm.tasks_per_node": 1})
     assert unsupported(params) is None
-    assert "--nodes=1 --ntasks=1 " in batch_script(params, None, CONFIG, {}, JOB_DIR)
+    assert "--nodes=1 --ntasks=1 " in job_script(params, None, CONFIG, {})
 
 
 def test_no_value_can_end_the_submitted_with_comment_and_start_a_command() -> None:
@@ -97,6 +103,6 @@ def test_no_value_can_end_the_submitted_with_comment_and_start_a_command() -> No
     assert str(refused.value).startswith("bad parameter slurm.sbatch_args: holds a control character ('\\n')")
     unchecked = slurm_job().model_copy(update={"slurm": slurm_job().slurm.model_copy(
         update={"sbatch_args": ["--comment=x\ntouch /tmp/proof"]})})
-    script = batch_script(unchecked, "mpi", CONFIG, {}, JOB_DIR)
+    script = job_script(unchecked, "mpi", CONFIG, {})
     assert not any(line.startswith("touch") for line in script.splitlines())
     assert "'--comment=x\\ntouch /tmp/proof'" in script.splitlines()[2]

@@ -38,7 +38,7 @@ test: setup-test
 	$(PY) -m pytest $(PARALLEL) --durations=15 $(PYTEST_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check flows tasks trainer tests benchmarks
+	$(VENV)/bin/ruff check flows servers tasks trainer tests benchmarks
 	$(VENV)/bin/mypy
 
 test-fast: setup-test
@@ -61,11 +61,11 @@ services-down:
 	@bash scripts/services.sh down
 
 stop:
-	@$(PY) -m flows.local_server stop
+	@$(PY) -m servers.local_prefect stop
 
 repro: setup
 	$(VENV)/bin/dvc repro
 
 clean:
-	-@$(PY) -m flows.local_server stop 2>/dev/null
+	-@$(PY) -m servers.local_prefect stop 2>/dev/null
 	rm -rf outputs data/prepared mlruns .prefect

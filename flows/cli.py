@@ -47,11 +47,11 @@ def checked_overrides(prog: str, description: str, argv: list[str] | None,
 
 def use_local_server() -> None:
     """With no Prefect API configured (PREFECT_API_URL, or a Prefect profile's), use the checkout's local server,
-    starting it when none runs (flows/local_server.py); say where it is."""
+    starting it when none runs (servers/local_prefect.py); say where it is."""
     from prefect.context import refresh_global_settings_context
     from prefect.settings import get_current_settings
 
-    from flows.local_server import ensure_server
+    from servers.local_prefect import ensure_server
     if get_current_settings().api.url:
         return
     note, started = ensure_server()

@@ -2,7 +2,7 @@
 # On another host of the team: a worker of the remote pool (ringflow-remote) that `make services` deployed. Each
 # deployment run happens in a fresh clone of the deployment's commit, set up in this checkout's environment
 # (scripts/setup.sh with RINGFLOW_VENV: seconds when nothing changed), tracked on the team's servers. The worker
-# (flows/servers/worker.py) first checks each flow run against the record of what was deployed, and refuses one whose
+# (servers/worker.py) first checks each flow run against the record of what was deployed, and refuses one whose
 # pool template or deployment was changed through the API since.
 #   scripts/remote_worker.sh CLIENT_ENV DEPLOYED
 #     CLIENT_ENV: the services' .services/client.env, copied to this host (mode 0600)
@@ -26,5 +26,5 @@ set +a
 RINGFLOW_VENV=$(cd .venv && pwd -P)
 export RINGFLOW_VENV PREFECT_SERVER_ANALYTICS_ENABLED=false MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=1
 # a record that cannot be read, or is another pool's: one line, exit 2, nothing started
-exec .venv/bin/python -m flows.servers.worker --deployed "$deployed" --pool ringflow-remote \
+exec .venv/bin/python -m servers.worker --deployed "$deployed" --pool ringflow-remote \
   --name "ringflow-worker-$(hostname)"

@@ -33,8 +33,8 @@ def registry_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """PREFECT_API_URL of the test session's Prefect server, started once as a flow starts the local server
-    (flows/local_server.py) and inherited by every process a test starts after it is asked for."""
-    from flows.local_server import ensure_server, stop_server
+    (servers/local_prefect.py) and inherited by every process a test starts after it is asked for."""
+    from servers.local_prefect import ensure_server, stop_server
     from tests.helpers import free_port
     home = tmp_path_factory.mktemp("prefect-home")
     note, _ = ensure_server(home, free_port())  # not 4200: parallel test sessions start one each

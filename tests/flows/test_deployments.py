@@ -300,7 +300,7 @@ def test_a_deployment_run_may_not_pass_a_command_through(served: Served, trained
                                       'working_dir="{proof}"'], ids=["command", "env", "working_dir"])
 def test_a_deployment_run_may_not_choose_what_the_worker_runs(served: Served, tmp_path: Path, variable: str) -> None:
     """`--job-variable command=...` (or env, working_dir): Prefect's server refuses the flow run against the pool's
-    base job template (flows/work_pools.py) before it exists, and says which variable; the worker runs nothing."""
+    base job template (servers/work_pools.py) before it exists, and says which variable; the worker runs nothing."""
     proof = tmp_path / "proof"
     flow_runs_before = len(api_call(served.api, "/flow_runs/filter", {}))
     done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train", "--job-variable",

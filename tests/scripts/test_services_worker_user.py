@@ -167,8 +167,8 @@ def test_a_checkout_the_worker_s_user_cannot_read_is_refused(tmp_path: Path) -> 
 
 
 def test_the_worker_s_folder_is_handed_over_never_through_a_link_nor_taken_from_another_user(tmp_path: Path) -> None:
-    from flows.servers.processes import ServerFailed
-    from flows.servers.setup import Place, Users, worker_folder
+    from servers.processes import ServerFailed
+    from servers.setup import Place, Users, worker_folder
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()

@@ -12,10 +12,10 @@ import urllib.request
 from datetime import datetime, timezone
 from typing import Callable
 
-from flows.servers import processes
-from flows.servers.deploy import DEPLOYED_FILE, LOCAL_POOL, record_deployed, worker_command, worker_name
-from flows.servers.processes import BIN, ServerFailed
-from flows.servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
+from servers import processes
+from servers.deploy import DEPLOYED_FILE, LOCAL_POOL, record_deployed, worker_command, worker_name
+from servers.processes import BIN, ServerFailed
+from servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
 from tasks.paths import ROOT
 
 
@@ -91,7 +91,7 @@ def start_worker(place: Place, users: Users, deploy: Callable[[], None]) -> None
     record_deployed(place.home)  # what the workers check each flow run against (worker.py), the remote pool's too
     folder = worker_folder(place, users)
     env = dict(os.environ, **worker_env(folder))
-    filled = subprocess.run([*users.as_worker, str(BIN / "python"), "-m", "flows.servers.setup", str(folder)],
+    filled = subprocess.run([*users.as_worker, str(BIN / "python"), "-m", "servers.setup", str(folder)],
                             cwd=ROOT, env=env, capture_output=True, text=True)
     if filled.returncode != 0:
         raise ServerFailed(f"the worker's workspace in {folder} could not be made: "

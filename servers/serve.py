@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flows.local_server import port_is_free
-from flows.servers import processes
-from flows.servers.deploy import DEPLOYED_FILE, deploy, record_deployed, worker_command
-from flows.servers.processes import BIN, ServerFailed, Stop, ignore_signals, stop_on_signals
-from flows.servers.setup import ROLE, new_password, secret_file
+from servers import processes
+from servers.deploy import DEPLOYED_FILE, deploy, record_deployed, worker_command
+from servers.local_prefect import port_is_free
+from servers.processes import BIN, ServerFailed, Stop, ignore_signals, stop_on_signals
+from servers.setup import ROLE, new_password, secret_file
 from tasks.paths import ROOT
 
 

@@ -6,8 +6,8 @@ whether output is streamed) and refuses any other (`additionalProperties: false`
 flow run with 422 before it exists); the command is the worker's own (`python -m prefect.engine`), the environment
 fixed below. The policy, once: here and in docs/security.md.
 
-    python -m flows.work_pools template FILE   # write the base job template (flows/servers/deploy.py uses it)
-    python -m flows.work_pools check [PREFECT_FILE]   # refuse a deployment that opens them again
+    python -m servers.work_pools template FILE   # write the base job template (servers/deploy.py uses it)
+    python -m servers.work_pools check [PREFECT_FILE]   # refuse a deployment that opens them again
 """
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ def main(argv: list[str]) -> int:
         if opened := opened_variables(prefect_file):
             print(f"error: {prefect_file}: deployment {opened[0]} is a job variable the work pools fix (the "
                   f"worker's command, environment and directory are never chosen by a deployment or a run: "
-                  f"flows/work_pools.py)", file=sys.stderr)
+                  f"servers/work_pools.py)", file=sys.stderr)
             return 1
         return 0
-    print("error: usage: python -m flows.work_pools template FILE | check [PREFECT_FILE]", file=sys.stderr)
+    print("error: usage: python -m servers.work_pools template FILE | check [PREFECT_FILE]", file=sys.stderr)
     return 2
 
 

@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 import yaml
 
-from flows.work_pools import CLOSED_VARIABLES, base_job_template, main, opened_variables
+from servers.work_pools import CLOSED_VARIABLES, base_job_template, main, opened_variables
 from tasks.paths import ROOT
 
 
@@ -52,14 +52,14 @@ def test_the_projects_prefect_file_opens_nothing_and_one_that_does_is_refused(tm
 
 
 def test_the_workers_check_leaves_parameters_free_and_refuses_a_job_variable_the_pool_does_not_offer() -> None:
-    """flows/servers/worker.py's check, on Prefect's own objects: a flow run that sets a closed job variable (which
+    """servers/worker.py's check, on Prefect's own objects: a flow run that sets a closed job variable (which
     Prefect's server checks only when it makes a flow run from a deployment) is refused; a deployment's parameters
     and schedule are not what it checks."""
     from prefect.client.schemas.objects import FlowRun, WorkPool
     from prefect.client.schemas.responses import DeploymentResponse
 
-    from flows.servers.deploy import deployment_digest, digest
-    from flows.servers.worker import refusal
+    from servers.deploy import deployment_digest, digest
+    from servers.worker import refusal
     pool = WorkPool(name="ringflow-local", type="process", base_job_template=base_job_template())
     deployment = DeploymentResponse(id=uuid4(), name="train", flow_id=uuid4(), work_pool_name="ringflow-local",
                                     entrypoint="flows/pipeline.py:training_pipeline", pull_steps=[

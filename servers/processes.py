@@ -210,12 +210,19 @@ def answers(url: str) -> bool:
 
 def wait_http(name: str, url: str, pid_file: Path, log: Path, seconds: float = 180) -> None:
     """Until the server answers at url; ServerFailed when its process ended or it did not answer in time."""
+    wait_answer(f"{name} server", lambda: answers(url), pid_file, log, seconds, f" at {url}")
+
+
+def wait_answer(name: str, answered: Callable[[], bool], pid_file: Path, log: Path, seconds: float,
+                where: str = "") -> None:
+    """Until `answered` says the server (called `name`) is up; ServerFailed when its process ended first or it did
+    not answer in time."""
     deadline = time.monotonic() + seconds
-    while not answers(url):
+    while not answered():
         if noted_pid(pid_file) is None:
-            raise ServerFailed(f"the {name} server exited; see {log}")
+            raise ServerFailed(f"the {name} exited; see {log}")
         if time.monotonic() > deadline:
-            raise ServerFailed(f"the {name} server did not answer at {url} in {seconds / 60:g} minutes; see {log}")
+            raise ServerFailed(f"the {name} did not answer{where} in {seconds / 60:g} minutes; see {log}")
         time.sleep(0.5)
 
 

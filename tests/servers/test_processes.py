@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.servers import processes
+from servers import processes
 
 IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); " \
                "time.sleep(600)"

@@ -18,8 +18,8 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flows.servers.nofollow import own_folder
-from flows.servers.processes import BIN, ServerFailed, open_file
+from servers.nofollow import own_folder
+from servers.processes import BIN, ServerFailed, open_file
 from tasks.paths import ROOT
 from tasks.tracking.registry_signature import KEY_ENV
 
@@ -342,5 +342,5 @@ def client_env(place: Place) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-if __name__ == "__main__":  # python -m flows.servers.setup FOLDER: run as the worker's user (starts.py: start_worker)
+if __name__ == "__main__":  # python -m servers.setup FOLDER: run as the worker's user (starts.py: start_worker)
     fill_worker_folder(Path(sys.argv[1]))

@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from flows.servers.processes import refused
+from servers.processes import refused
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

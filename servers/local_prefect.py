@@ -1,24 +1,22 @@
 """The local Prefect server of a checkout: started once, when a flow runs with no PREFECT_API_URL, and reused.
 
 Without an API URL, Prefect starts a temporary server for every run (10-16 s, its UI gone with the run). Instead the
-first run starts `prefect server start` on 127.0.0.1 in a session of its own, with its SQLite database in the
-workspace's `.prefect/` (the checkout's, unless RINGFLOW_WORKSPACE names another), and notes it in
-`.prefect/ringflow-server.json`; later runs find it there and use it. A stale note (a dead process, another Prefect
-version, a server that does not answer) is replaced; `make stop` stops it.
+first run starts `prefect server start` on 127.0.0.1 (servers/processes.py: a session of its own, its pid noted in
+`server.pid`, its log `server.log`), with its SQLite database in the workspace's `.prefect/` (the checkout's, unless
+RINGFLOW_WORKSPACE names another), and notes its port in `.prefect/ringflow-server.json`; later runs find it there
+and use it. A stale note (a dead process, another Prefect version, a server that does not answer) is replaced;
+`make stop` stops it.
 This module imports no Prefect, so a flow's command line knows the API address before Prefect reads its settings.
 
-    python -m flows.local_server start|status|stop
+    python -m servers.local_prefect start|status|stop
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -26,10 +24,13 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Iterator
 
+from servers import processes
 from tasks.paths import WORKSPACE
 
 HOME_DIR = WORKSPACE.root / ".prefect"  # the server's home: its database, its log and this module's note
 STATE_FILE_NAME = "ringflow-server.json"
+SERVER = "server"  # its name in the home: server.pid (processes.py's note), server.log
+PID_FILE_NAME = f"{SERVER}.pid"
 DEFAULT_PORT = 4200  # Prefect's own default; another free port when it is taken
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
@@ -62,13 +63,9 @@ def read_note(home: Path) -> ServerNote | None:
         return None
 
 
-def is_our_process(pid: int) -> bool:
-    """Whether pid is alive and is a `prefect server start` (a reused pid after a reboot is someone else's)."""
-    try:
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"server" in command_line and any(part.endswith(b"prefect") for part in command_line)
+def is_ours(home: Path, note: ServerNote) -> bool:
+    """Whether the noted server is still the process this home started (its pid file: that process, this boot)."""
+    return processes.noted_pid(home / PID_FILE_NAME) == note.pid
 
 
 def answers(note: ServerNote, timeout: float = 2.0) -> bool:
@@ -83,7 +80,7 @@ def answers(note: ServerNote, timeout: float = 2.0) -> bool:
 def live_server(home: Path) -> ServerNote | None:
     """The noted server if it is ours, alive, of this Prefect version and answering; else None."""
     note = read_note(home)
-    if note is None or note.prefect_version != version("prefect") or not is_our_process(note.pid):
+    if note is None or note.prefect_version != version("prefect") or not is_ours(home, note):
         return None
     return note if answers(note) else None
 
@@ -115,51 +112,20 @@ def server_environment(home: Path) -> dict[str, str]:
                   "PREFECT_UI_API_URL": ""}
 
 
-def spawn(home: Path, port: int) -> subprocess.Popen:
-    """Start `prefect server start` in a session of its own (a terminal's Ctrl-C does not reach it)."""
+def start(home: Path, port: int) -> ServerNote:
+    """`prefect server start` in a session of its own (a terminal's Ctrl-C does not reach it), until it answers."""
     prefect = Path(sys.executable).parent / "prefect"
-    with open(home / "server.log", "ab") as log:
-        process = subprocess.Popen([str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                   env=server_environment(home), stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True, cwd=home)
-    return process
-
-
-def wait_until_up(process: subprocess.Popen, note: ServerNote, home: Path, timeout: float = START_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ServerError(f"the local Prefect server exited at start (its log: {home / 'server.log'})")
-        if answers(note, timeout=1.0):
-            return
-        time.sleep(0.25)
-    stop_process_group(note.pid)
-    raise ServerError(f"the local Prefect server did not answer in {timeout:.0f} s (its log: {home / 'server.log'})")
-
-
-def stop_process_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
-    """TERM the server's session, then KILL what is left after timeout."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            reap(pid)
-            try:
-                os.killpg(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-
-
-def reap(pid: int) -> None:
-    """Collect the server's exit if this process started it (a zombie would still count as running)."""
+    command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    pid = processes.start(SERVER, command, home, home, server_environment(home), cwd=home)
+    note = ServerNote(pid, port, version("prefect"))
+    (home / STATE_FILE_NAME).write_text(json.dumps(asdict(note)))
     try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+        processes.wait_answer(f"local Prefect {SERVER}", lambda: answers(note, timeout=1.0), home / PID_FILE_NAME,
+                              home / f"{SERVER}.log", START_TIMEOUT_S)
+    except processes.ServerFailed as failed:
+        stop_noted(home)
+        raise ServerError(str(failed)) from None
+    return note
 
 
 @contextmanager
@@ -179,20 +145,15 @@ def ensure_server(home: Path = HOME_DIR, port: int = DEFAULT_PORT) -> tuple[Serv
             return note, False
         stop_noted(home)
         previous = read_note(home)
-        port = choose_port(previous.port if previous else port)
-        process = spawn(home, port)
-        note = ServerNote(process.pid, port, version("prefect"))
-        (home / STATE_FILE_NAME).write_text(json.dumps(asdict(note)))
-        wait_until_up(process, note, home)
-        return note, True
+        return start(home, choose_port(previous.port if previous else port)), True
 
 
 def stop_noted(home: Path) -> bool:
     """Stop the noted server if it is still ours (whatever state it is in); whether there was one."""
     note = read_note(home)
-    if note is None or not is_our_process(note.pid):
+    if note is None or processes.noted_group(home / PID_FILE_NAME) != note.pid:
         return False
-    stop_process_group(note.pid)
+    processes.stop_groups(STOP_TIMEOUT_S, [home / PID_FILE_NAME], home / "stop.log")
     return True
 
 

@@ -1,5 +1,5 @@
 """The local pool's worker (make serve, make services): Prefect's process worker, which first checks each flow run
-against what was deployed (flows/servers/deploy.py: record_deployed) and refuses it, before it starts anything
+against what was deployed (servers/deploy.py: record_deployed) and refuses it, before it starts anything
 (the flow run's process, the deployment's pull steps), when the pool's base job template or the flow run's
 deployment (its pull steps, job variables, entrypoint, work pool) is not the one recorded, or the flow run sets a
 job variable the pool does not offer. Anyone holding the API's credentials can change those through the API; the
@@ -8,7 +8,7 @@ the reason as its state's message, in one line of the worker's log; the worker g
 is started by make serve and make services, those of the remote pool by scripts/remote_worker.sh on other hosts;
 none starts without a readable record of its own pool (one line, exit 2).
 
-    python -m flows.servers.worker --deployed RECORD --pool POOL --name NAME
+    python -m servers.worker --deployed RECORD --pool POOL --name NAME
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from prefect.workers.process import ProcessJobConfiguration, ProcessWorker, Proc
 from pydantic import PrivateAttr
 from typing_extensions import Self
 
-from flows.servers.deploy import deployment_digest, digest
-from flows.work_pools import OPEN_VARIABLES
+from servers.deploy import deployment_digest, digest
+from servers.work_pools import OPEN_VARIABLES
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun, WorkPool
@@ -140,7 +140,7 @@ async def work(pool: str, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.servers.worker")
+    parser = argparse.ArgumentParser(prog="python -m servers.worker")
     parser.add_argument("--deployed", type=Path, required=True, help="the record of what was deployed")
     parser.add_argument("--pool", required=True)
     parser.add_argument("--name", required=True)

@@ -12,14 +12,14 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from flows.servers.nofollow import own_folder
-from flows.servers.processes import ServerFailed, open_file
-from flows.servers.setup import ROLE, Place, as_root, system_user, user_exists
+from servers.nofollow import own_folder
+from servers.processes import ServerFailed, open_file
+from servers.setup import ROLE, Place, as_root, system_user, user_exists
 
 DATABASES = ("mlflow", "mlflow_auth", "prefect")
 ADMIN = "ringflow_admin"  # the cluster's superuser: PostgreSQL's user alone reaches it, on the socket in its folder
 OLD_SUPERUSER = "ringflow_bootstrap"  # what the superuser of an earlier version's cluster (named ROLE) becomes
-ACCESS = f"""# written by ringflow (flows/servers/postgres.py) at every start
+ACCESS = f"""# written by ringflow (servers/postgres.py) at every start
 # the superuser: PostgreSQL's own user, on the socket in its folder (mode 0700), as pg_ident.conf maps it
 local all {ADMIN} peer map=admin
 # the services' role, which owns the databases and is no superuser: on 127.0.0.1, by password

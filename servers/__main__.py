@@ -1,4 +1,4 @@
-"""python -m flows.servers: the servers ringflow runs (scripts/services.sh and scripts/serve.sh call this).
+"""python -m servers: the servers ringflow runs (scripts/services.sh and scripts/serve.sh call this).
 
   services up | down                       make services (in the foreground) | make services-down
   services stop mlflow|prefect [--kill]    one server away (maintenance, or a crash to try)
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from flows.servers import services
-from flows.servers.deploy import DeployFailed, deploy
-from flows.servers.processes import ServerFailed
-from flows.servers.serve import serve
-from flows.servers.setup import Place
+from servers import services
+from servers.deploy import DeployFailed, deploy
+from servers.processes import ServerFailed
+from servers.serve import serve
+from servers.setup import Place
 
 USAGE = ("usage: scripts/services.sh up | down | stop mlflow|prefect [--kill] | start mlflow|prefect; "
          "scripts/serve.sh [serve | deploy]")

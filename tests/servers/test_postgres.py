@@ -13,10 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from flows.servers.nofollow import own_folder
-from flows.servers.postgres import ADMIN, OLD_SUPERUSER, Postgres
-from flows.servers.processes import ServerFailed
-from flows.servers.setup import Place, write_secrets
+from servers.nofollow import own_folder
+from servers.postgres import ADMIN, OLD_SUPERUSER, Postgres
+from servers.processes import ServerFailed
+from servers.setup import Place, write_secrets
 from tests.helpers import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL's own user: the suite runs as root")

@@ -11,8 +11,8 @@ from typing import Iterator
 
 import pytest
 
-from flows.servers.processes import ServerFailed
-from flows.servers.setup import Place, Users, prepare_files, write_client_env, write_secrets
+from servers.processes import ServerFailed
+from servers.setup import Place, Users, prepare_files, write_client_env, write_secrets
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="what root does: the suite runs as root")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.local_server import STATE_FILE_NAME, answers, ensure_server, live_server, read_note, stop_server
+from servers.local_prefect import STATE_FILE_NAME, answers, ensure_server, live_server, read_note, stop_server
 
 
 @pytest.mark.slow  # real Prefect servers (10-15 s to start each)

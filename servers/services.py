@@ -25,11 +25,11 @@ import os
 import signal
 import sys
 
-from flows.servers import processes
-from flows.servers.deploy import REMOTE_DEPLOYED_FILE, deploy
-from flows.servers.postgres import Postgres
-from flows.servers.processes import BIN, ServerFailed, Stop
-from flows.servers.setup import (
+from servers import processes
+from servers.deploy import REMOTE_DEPLOYED_FILE, deploy
+from servers.postgres import Postgres
+from servers.processes import BIN, ServerFailed, Stop
+from servers.setup import (
     ROLE,
     WORKER_FOLDER,
     Place,
@@ -40,7 +40,7 @@ from flows.servers.setup import (
     worker_registry_key,
     write_client_env,
 )
-from flows.servers.starts import mirror_checkout, start_mlflow, start_prefect, start_worker
+from servers.starts import mirror_checkout, start_mlflow, start_prefect, start_worker
 
 COMPONENTS = ("worker", "prefect", "mlflow")
 STOP_SECONDS = 20  # all three at once: within a minute in all, as Ctrl-C promises

@@ -2,7 +2,7 @@
 and the remote pool's too when RINGFLOW_REPOSITORY names the repository its workers pull (make services); and the
 record of what was deployed on each pool (a digest of its base job template and of each deployment; the remote
 pool's, deployed-remote.json, is copied to the hosts of its workers), which the pool's workers
-(flows/servers/worker.py) check before they start anything for a flow run: a template or a deployment changed through
+(servers/worker.py) check before they start anything for a flow run: a template or a deployment changed through
 the API since (by anyone holding the API's credentials) is refused."""
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
-from flows.servers.processes import BIN, open_file
-from flows.work_pools import base_job_template, opened_variables
+from servers.processes import BIN, open_file
+from servers.work_pools import base_job_template, opened_variables
 from tasks.paths import ROOT
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def deploy(output: IO[str] | None = None) -> None:
     if opened := opened_variables(prefect_file):
         raise DeployFailed(f"{prefect_file}: deployment {opened[0]} is a job variable the work pools fix (the "
                            "worker's command, environment and directory are never chosen by a deployment or a run: "
-                           "flows/work_pools.py)")
+                           "servers/work_pools.py)")
     names: list[str] = []
     with tempfile.NamedTemporaryFile("w", suffix=".json") as template:
         json.dump(base_job_template(), template)
@@ -131,8 +131,8 @@ def record_pool(record: Path, pool: str) -> None:
 
 
 def worker_command(record: Path) -> list[str]:
-    """The local pool's worker, checking each flow run against `record` (flows/servers/worker.py)."""
-    return [str(BIN / "python"), "-m", "flows.servers.worker", "--deployed", str(record), "--pool", LOCAL_POOL,
+    """The local pool's worker, checking each flow run against `record` (servers/worker.py)."""
+    return [str(BIN / "python"), "-m", "servers.worker", "--deployed", str(record), "--pool", LOCAL_POOL,
             "--name", worker_name()]
 
 

@@ -4,6 +4,8 @@
   services stop mlflow|prefect [--kill]    one server away (maintenance, or a crash to try)
   services start mlflow|prefect            and back, on the same data
   serve [deploy]                           make serve | only the work pool(s) and deployments, on PREFECT_API_URL
+
+  --quiet (-q): only warnings and errors; --verbose (-v): debug lines too (tasks/logs.py)
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from servers.deploy import DeployFailed, deploy
 from servers.processes import ServerFailed
 from servers.serve import serve
 from servers.setup import Place
+from tasks import logs
 
 USAGE = ("usage: scripts/services.sh up | down | stop mlflow|prefect [--kill] | start mlflow|prefect; "
          "scripts/serve.sh [serve | deploy]")
@@ -40,8 +43,11 @@ def command(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    quiet, verbose = {"-q", "--quiet"} & set(words), {"-v", "--verbose"} & set(words)
+    logs.setup(logs.level_of(quiet=bool(quiet), verbose=bool(verbose)))
     try:
-        return command(sys.argv[1:] if argv is None else argv)
+        return command([word for word in words if word not in quiet | verbose])
     except (ServerFailed, DeployFailed) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1

@@ -65,7 +65,7 @@ def read_note(home: Path) -> ServerNote | None:
 
 def is_ours(home: Path, note: ServerNote) -> bool:
     """Whether the noted server is still the process this home started (its pid file: that process, this boot)."""
-    return processes.noted_pid(home / PID_FILE_NAME) == note.pid
+    return processes.live_pid(home / PID_FILE_NAME) == note.pid
 
 
 def answers(note: ServerNote, timeout: float = 2.0) -> bool:
@@ -151,7 +151,7 @@ def ensure_server(home: Path = HOME_DIR, port: int = DEFAULT_PORT) -> tuple[Serv
 def stop_noted(home: Path) -> bool:
     """Stop the noted server if it is still ours (whatever state it is in); whether there was one."""
     note = read_note(home)
-    if note is None or processes.noted_group(home / PID_FILE_NAME) != note.pid:
+    if note is None or processes.live_group(home / PID_FILE_NAME) != note.pid:
         return False
     processes.stop_groups(STOP_TIMEOUT_S, [home / PID_FILE_NAME], home / "stop.log")
     return True

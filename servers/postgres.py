@@ -10,11 +10,13 @@ import pwd
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Callable
 
 from servers.nofollow import own_folder
 from servers.processes import ServerFailed, open_file
 from servers.setup import ROLE, Place, as_root, system_user, user_exists
+from tasks.logs import logger
+
+log = logger("services")
 
 DATABASES = ("mlflow", "mlflow_auth", "prefect")
 ADMIN = "ringflow_admin"  # the cluster's superuser: PostgreSQL's user alone reaches it, on the socket in its folder
@@ -83,7 +85,7 @@ class Postgres:
     def tool(self, name: str, *arguments: str, **options: object) -> subprocess.CompletedProcess:
         return subprocess.run(self.as_user([str(self.bin / name), *arguments]), **options)  # type: ignore[call-overload]
 
-    def init_cluster(self, say: Callable[[str], None]) -> None:
+    def init_cluster(self) -> None:
         """The cluster, made once. Its superuser is ADMIN, which PostgreSQL's user alone reaches, through the socket
         in its folder (peer): no password of it exists, and root writes no file in that user's folder."""
         own_folder(self.folder, 0o700, pwd.getpwnam(self.user).pw_uid)
@@ -93,11 +95,11 @@ class Postgres:
         self.check_socket_path()
         if (self.data / "PG_VERSION").exists():
             return
-        say(f"creating the database cluster in {self.data} (PostgreSQL runs as {self.user})")
+        log.info(f"creating the database cluster in {self.data} (PostgreSQL runs as {self.user})")
         log_file = open_file(self.place.logs / "initdb.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(log_file, "w") as log:
+        with os.fdopen(log_file, "w") as initdb_log:
             made = self.tool("initdb", "-D", str(self.data), "-U", ADMIN, "--auth-local=peer",
-                             "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", stdout=log,
+                             "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", stdout=initdb_log,
                              stderr=subprocess.STDOUT, cwd="/")
         if made.returncode != 0:
             raise ServerFailed(f"initdb failed; see {self.place.logs / 'initdb.log'}")
@@ -117,7 +119,7 @@ class Postgres:
             raise ServerFailed(f"the services of {self.place.home} are running already: make services-down stops "
                                "them")
 
-    def start(self, password: str, say: Callable[[str], None]) -> None:
+    def start(self, password: str) -> None:
         """The server (its access rules written first), then the services' role (`password`; never a superuser)
         and the databases it owns."""
         self.write_as_user(self.data / "pg_hba.conf", ACCESS)
@@ -130,7 +132,7 @@ class Postgres:
         if started.returncode != 0:
             raise ServerFailed(f"PostgreSQL did not start; see {self.folder / 'server.log'}")
         self.reach_admin()
-        self.demote_old_superuser(say)
+        self.demote_old_superuser()
         quoted = password.replace("'", "''")
         self.admin(f"SELECT 'CREATE ROLE {ROLE}' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}')"
                    f" \\gexec\nALTER ROLE {ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
@@ -174,13 +176,13 @@ class Postgres:
             raise ServerFailed(f"the cluster in {self.data} has no superuser {ADMIN}, and {ROLE} could not make it: "
                                f"{last_line(made.stderr)}")
 
-    def demote_old_superuser(self, say: Callable[[str], None]) -> None:
+    def demote_old_superuser(self) -> None:
         """A cluster of an earlier version was made with the services' role as its superuser (anyone with its
         password ran programs as PostgreSQL's user): that role becomes OLD_SUPERUSER, without login or password,
         and the services' role, made anew, owns the databases and what they hold."""
         if self.admin("SELECT rolname FROM pg_roles WHERE oid = 10") == ROLE:
-            say(f"the database role {ROLE} was the cluster's superuser (an earlier version made it so): it becomes "
-                f"{OLD_SUPERUSER}, without login, and a new {ROLE}, no superuser, owns the databases")
+            log.info(f"the database role {ROLE} was the cluster's superuser (an earlier version made it so): it "
+                     f"becomes {OLD_SUPERUSER}, without login, and a new {ROLE}, no superuser, owns the databases")
             self.admin(f"ALTER ROLE {ROLE} RENAME TO {OLD_SUPERUSER};\nALTER ROLE {OLD_SUPERUSER} NOLOGIN "
                        f"PASSWORD NULL;\nCREATE ROLE {ROLE} LOGIN")
         if self.admin("SELECT rolname FROM pg_roles WHERE oid = 10") != OLD_SUPERUSER:

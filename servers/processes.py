@@ -4,7 +4,6 @@ asked over HTTP until it answers, watched, and stopped as a group -- TERM, then 
 each end noted in a log; a group whose leader has exited is stopped too."""
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import signal
@@ -96,7 +95,7 @@ def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def note_pid(pid: int, pid_file: Path, descriptor: int | None = None) -> None:
+def write_pid_file(pid: int, pid_file: Path, descriptor: int | None = None) -> None:
     """The pid, its start time and the boot in pid_file (or the descriptor opened for it, which it closes)."""
     if descriptor is None:
         descriptor = open_file(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -104,7 +103,7 @@ def note_pid(pid: int, pid_file: Path, descriptor: int | None = None) -> None:
         file.write(f"{pid} {start_time(pid) or ''} {boot_id()}\n")
 
 
-def noted(pid_file: Path) -> tuple[int, list[str]] | None:
+def read_pid_file(pid_file: Path) -> tuple[int, list[str]] | None:
     """The pid a pid file names and what it notes besides (start time, boot id), None without a pid."""
     try:
         words = pid_file.read_text().split()
@@ -115,11 +114,11 @@ def noted(pid_file: Path) -> tuple[int, list[str]] | None:
     return int(words[0]), words[1:]
 
 
-def noted_pid(pid_file: Path) -> int | None:
+def live_pid(pid_file: Path) -> int | None:
     """The pid of the file while that process is still the one noted (of this boot, with that start time), else
     None. A file of an earlier version (a bare pid, or no boot id) counts only for a process that runs this
     checkout's programs (and started when noted, where that was)."""
-    found = noted(pid_file)
+    found = read_pid_file(pid_file)
     if found is None:
         return None
     pid, notes = found
@@ -134,12 +133,12 @@ def noted_pid(pid_file: Path) -> int | None:
     return pid if f"{BIN}/" in command and running(pid) else None
 
 
-def noted_group(pid_file: Path) -> int | None:
+def live_group(pid_file: Path) -> int | None:
     """The process group the file's process leads, also once that leader has exited while members live on (noted
     in this boot; its members started no earlier than it: a pid is not given again while a group bears it)."""
-    if (pid := noted_pid(pid_file)) is not None:
+    if (pid := live_pid(pid_file)) is not None:
         return pid
-    found = noted(pid_file)
+    found = read_pid_file(pid_file)
     if found is None or len(found[1]) < 2 or found[1][1] != boot_id() or not found[1][0].isdigit():
         return None
     pgid, started = found[0], int(found[1][0])
@@ -180,7 +179,7 @@ def start(name: str, command: list[str], run_dir: Path, log_dir: Path, env: Mapp
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=None if terminal else log,
                                    stderr=None if terminal else subprocess.STDOUT, start_new_session=True,
                                    env=dict(env) if env is not None else None, cwd=cwd)
-    note_pid(process.pid, run_dir / f"{name}.pid", pid_file)
+    write_pid_file(process.pid, run_dir / f"{name}.pid", pid_file)
     STARTED[process.pid] = process
     return process.pid
 
@@ -192,7 +191,7 @@ def watch(pid_files: dict[str, Path], log_dir: Path) -> None:
         for name, pid_file in pid_files.items():
             if (pid_file.parent / f"{name}.paused").exists():
                 continue
-            if noted_pid(pid_file) is None:
+            if live_pid(pid_file) is None:
                 raise ServerFailed(f"the {name} process exited; see {log_dir / f'{name}.log'}")
         time.sleep(2)
 
@@ -219,19 +218,11 @@ def wait_answer(name: str, answered: Callable[[], bool], pid_file: Path, log: Pa
     not answer in time."""
     deadline = time.monotonic() + seconds
     while not answered():
-        if noted_pid(pid_file) is None:
+        if live_pid(pid_file) is None:
             raise ServerFailed(f"the {name} exited; see {log}")
         if time.monotonic() > deadline:
             raise ServerFailed(f"the {name} did not answer{where} in {seconds / 60:g} minutes; see {log}")
         time.sleep(0.5)
-
-
-def signal_pid(pid: int, signum: int) -> bool:
-    try:
-        os.kill(pid, signum)
-    except OSError:
-        return False
-    return True
 
 
 def wait_until(done: Callable[[], bool], seconds: float) -> bool:
@@ -248,9 +239,11 @@ def wait_ended(pid: int, seconds: float) -> None:
     wait_until(lambda: not running(pid), seconds)
 
 
-def signal_group(pid: int, signum: int) -> bool:
+def send(signum: int, pid: int, group: bool = True) -> bool:
+    """The signal to the process group `pid` leads (or, group False, to that process alone); whether it was there
+    to take it (signal 0: only whether it is there)."""
     try:
-        os.killpg(pid, signum)
+        (os.killpg if group else os.kill)(pid, signum)
     except OSError:
         return False
     return True
@@ -264,8 +257,8 @@ def stop_groups(seconds: float, pid_files: list[Path], stop_log: Path) -> None:
     reap()  # a leader that has exited is no zombie in its group
     groups = {}
     for pid_file in pid_files:
-        pid = noted_group(pid_file)
-        if pid is not None and signal_group(pid, signal.SIGTERM):
+        pid = live_group(pid_file)
+        if pid is not None and send(signal.SIGTERM, pid):
             groups[pid_file] = pid
         else:
             pid_file.unlink(missing_ok=True)
@@ -275,15 +268,14 @@ def stop_groups(seconds: float, pid_files: list[Path], stop_log: Path) -> None:
         elapsed = time.monotonic() - started
         for pid_file, pid in list(groups.items()):
             name = pid_file.stem
-            if not signal_group(pid, 0):
+            if not send(0, pid):
                 noted = f"stopped in {elapsed:.0f} s"
             elif name in SECOND_SIGNAL_AFTER and pid_file not in nudged and elapsed >= SECOND_SIGNAL_AFTER[name]:
                 nudged.add(pid_file)
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)  # the process alone (see SECOND_SIGNAL_AFTER)
+                send(signal.SIGTERM, pid, group=False)  # the process alone (see SECOND_SIGNAL_AFTER)
                 continue
             elif elapsed >= seconds:
-                signal_group(pid, signal.SIGKILL)
+                send(signal.SIGKILL, pid)
                 noted = f"killed after {seconds:.0f} s"
             else:
                 continue

@@ -41,13 +41,12 @@ from servers.setup import (
     write_client_env,
 )
 from servers.starts import mirror_checkout, start_mlflow, start_prefect, start_worker
+from tasks.logs import logger
+
+log = logger("services")
 
 COMPONENTS = ("worker", "prefect", "mlflow")
 STOP_SECONDS = 20  # all three at once: within a minute in all, as Ctrl-C promises
-
-
-def say(line: str) -> None:
-    print(f"[services] {line}", flush=True)
 
 
 def up(place: Place) -> int:
@@ -58,11 +57,11 @@ def up(place: Place) -> int:
     place.make_folders()
     users = choose_users(place)
     prepare_files(place, users)
-    postgres.init_cluster(say)
+    postgres.init_cluster()
     postgres.refuse_second_start()
     place.refuse_taken_ports()
     processes.stop_on_signals()
-    processes.note_pid(os.getpid(), place.run / "services.pid")
+    processes.write_pid_file(os.getpid(), place.run / "services.pid")
     try:
         started(place, users, postgres)
     except Stop as stop:
@@ -73,18 +72,18 @@ def up(place: Place) -> int:
     finally:
         processes.ignore_signals()  # a second Ctrl-C does not cut the stop short
     stop_all(place, postgres)
-    say("stopped")
+    log.info("stopped")
     return code
 
 
 def started(place: Place, users: Users, postgres: Postgres) -> None:
     """The servers, the worker, the ready lines, then the watch (which ends only by an exception)."""
     secrets = read_secrets(place)
-    postgres.start(secrets["DB_PASSWORD"], say)
+    postgres.start(secrets["DB_PASSWORD"])
     start_mlflow(place, users, secrets)
     start_prefect(place, users, secrets)
     write_client_env(place, secrets)
-    repository, commit = mirror_checkout(place, say)
+    repository, commit = mirror_checkout(place)
     start_worker(place, users, lambda: deploy_logged(place))
     print_ready(place, users, repository, commit)
     processes.watch({name: place.run / f"{name}.pid" for name in COMPONENTS}, place.logs)
@@ -92,9 +91,9 @@ def started(place: Place, users: Users, postgres: Postgres) -> None:
 
 def deploy_logged(place: Place) -> None:
     with os.fdopen(processes.open_file(place.logs / "deploy.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
-                   "w") as log:
+                   "w") as deploy_log:
         try:
-            deploy(log)
+            deploy(deploy_log)
         except RuntimeError as error:
             raise ServerFailed(f"prefect deploy failed; see {place.logs / 'deploy.log'}") from error
 
@@ -132,11 +131,11 @@ def print_ready(place: Place, users: Users, repository: str, commit: str) -> Non
 def down(place: Place) -> int:
     """Stop the `up` of this SERVICES_HOME (it stops what it started), then whatever a killed one left."""
     postgres = Postgres(place)
-    pid = processes.noted_pid(place.run / "services.pid")
-    if pid is not None and processes.signal_pid(pid, signal.SIGTERM):
+    pid = processes.live_pid(place.run / "services.pid")
+    if pid is not None and processes.send(signal.SIGTERM, pid, group=False):
         processes.wait_ended(pid, 90)
     stop_all(place, postgres)
-    say("stopped")
+    log.info("stopped")
     return 0
 
 
@@ -147,12 +146,12 @@ def pause(place: Place, name: str, kill: bool) -> int:
         raise ServerFailed(f"no {name} server of {place.home} is running")
     os.close(processes.open_file(place.run / f"{name}.paused", os.O_WRONLY | os.O_CREAT))
     if kill:
-        if (pid := processes.noted_pid(pid_file)) is not None:
-            processes.signal_group(pid, signal.SIGKILL)
+        if (pid := processes.live_pid(pid_file)) is not None:
+            processes.send(signal.SIGKILL, pid)
         pid_file.unlink(missing_ok=True)
     else:
         processes.stop_groups(30, [pid_file], place.logs / "stop.log")
-    say(f"{name} stopped")
+    log.info(f"{name} stopped")
     return 0
 
 
@@ -165,5 +164,5 @@ def resume(place: Place, name: str) -> int:
     start = start_mlflow if name == "mlflow" else start_prefect
     start(place, users, read_secrets(place))
     (place.run / f"{name}.paused").unlink()
-    say(f"{name} started")
+    log.info(f"{name} started")
     return 0

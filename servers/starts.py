@@ -16,7 +16,10 @@ from servers import processes
 from servers.deploy import DEPLOYED_FILE, LOCAL_POOL, record_deployed, worker_command, worker_name
 from servers.processes import BIN, ServerFailed
 from servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
+from tasks.logs import logger
 from tasks.paths import ROOT
+
+log = logger("services")
 
 
 def allowed_hosts(place: Place, port: int) -> str:
@@ -64,7 +67,7 @@ def git(*arguments: str) -> str:
     return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def mirror_checkout(place: Place, say: Callable[[str], None]) -> tuple[str, str]:
+def mirror_checkout(place: Place) -> tuple[str, str]:
     """The repository the remote pool's workers pull from (a bare one here, unless RINGFLOW_REPOSITORY names one)
     and the commit they run; both exported for the deployments and the worker. Root's git reads the config and runs
     the hooks of this checkout and of the bare repository: neither is writable by the worker's user (choose_users
@@ -78,7 +81,7 @@ def mirror_checkout(place: Place, say: Callable[[str], None]) -> tuple[str, str]
     commit = git("rev-parse", "HEAD")
     os.environ.update(RINGFLOW_REPOSITORY=repository, RINGFLOW_COMMIT=commit)
     if git("status", "--porcelain", "--untracked-files=no"):
-        say(f"the remote pool runs commit {commit[:12]}: this checkout's uncommitted changes are not in it")
+        log.info(f"the remote pool runs commit {commit[:12]}: this checkout's uncommitted changes are not in it")
     return repository, commit
 
 
@@ -126,7 +129,7 @@ def wait_worker(place: Place, started: datetime, seconds: float = 180) -> None:
     log = place.logs / "worker.log"
     deadline = time.monotonic() + seconds
     while (beat := worker_heartbeat(place, name)) is None or beat < started:
-        if processes.noted_pid(place.run / "worker.pid") is None:
+        if processes.live_pid(place.run / "worker.pid") is None:
             raise ServerFailed(f"the worker exited; see {log}")
         if time.monotonic() > deadline:
             raise ServerFailed(f"the worker did not poll its pool in {seconds / 60:g} minutes; see {log}")

@@ -5,6 +5,7 @@ superuser that role was, is demoted at its next start; and a link PostgreSQL's u
 create or change nothing."""
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ from servers.nofollow import own_folder
 from servers.postgres import ADMIN, OLD_SUPERUSER, Postgres
 from servers.processes import ServerFailed
 from servers.setup import Place, write_secrets
+from tasks.logs import ROOT_LOGGER
 from tests.helpers import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL's own user: the suite runs as root")
@@ -67,19 +69,37 @@ def assert_no_superuser_reached(place: Place) -> None:
         assert done.returncode != 0 and "no pg_hba.conf entry" in done.stderr, done.stderr
 
 
-def test_the_services_role_owns_the_databases_and_is_no_superuser(place: Place) -> None:
-    postgres, said = Postgres(place), list[str]()
-    postgres.init_cluster(said.append)
-    postgres.start(password(place), said.append)
+@pytest.fixture
+def caplog(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """pytest's caplog, hearing ringflow's loggers too where a process's set-up keeps them from the root."""
+    ringflow = logging.getLogger(ROOT_LOGGER)
+    ringflow.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, ROOT_LOGGER)
+    yield caplog
+    ringflow.removeHandler(caplog.handler)
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines the services said (the `ringflow.services` logger), each once."""
+    return list({id(record): record.getMessage() for record in caplog.records
+                 if record.name == "ringflow.services"}.values())
+
+
+def test_the_services_role_owns_the_databases_and_is_no_superuser(place: Place,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    postgres = Postgres(place)
+    postgres.init_cluster()
+    postgres.start(password(place))
     assert_no_superuser_reached(place)
     assert postgres.admin("SELECT rolsuper FROM pg_roles WHERE rolname = current_user") == "t"
     postgres.stop()
-    postgres.start(password(place), said.append)  # a second start finds it all there
+    postgres.start(password(place))  # a second start finds it all there
     assert as_role(place, "SELECT 1").stdout.strip() == "1"
-    assert said == [f"creating the database cluster in {postgres.data} (PostgreSQL runs as {postgres.user})"]
+    assert said(caplog) == [f"creating the database cluster in {postgres.data} (PostgreSQL runs as {postgres.user})"]
 
 
-def test_a_cluster_whose_superuser_was_the_services_role_is_demoted_at_its_next_start(place: Place) -> None:
+def test_a_cluster_whose_superuser_was_the_services_role_is_demoted_at_its_next_start(
+        place: Place, caplog: pytest.LogCaptureFixture) -> None:
     """Made as an earlier version made it (initdb -U ringflow, its password from the secrets), with a table, a
     serial column and an enum type of the servers' in mlflow and Prefect's extension in prefect."""
     postgres = Postgres(place)
@@ -98,17 +118,18 @@ def test_a_cluster_whose_superuser_was_the_services_role_is_demoted_at_its_next_
     assert made.returncode == 0 and as_role(place, "CREATE EXTENSION pg_trgm", "prefect").returncode == 0
     assert as_role(place, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").stdout.strip() == "t"
     postgres.stop()
-    said: list[str] = []
-    postgres.init_cluster(said.append)
-    postgres.start(password(place), said.append)
-    assert said == [f"the database role ringflow was the cluster's superuser (an earlier version made it so): it "
-                    f"becomes {OLD_SUPERUSER}, without login, and a new ringflow, no superuser, owns the databases"]
+    caplog.clear()
+    postgres.init_cluster()
+    postgres.start(password(place))
+    assert said(caplog) == [f"the database role ringflow was the cluster's superuser (an earlier version made it so): "
+                            f"it becomes {OLD_SUPERUSER}, without login, and a new ringflow, no superuser, owns the "
+                            "databases"]
     assert_no_superuser_reached(place)
     assert as_role(place, "INSERT INTO runs (s) VALUES ('b') RETURNING id").stdout.strip() == "1"  # its own now
     assert as_role(place, "DROP TABLE runs; DROP TYPE stage").returncode == 0
     postgres.stop()
-    postgres.start(password(place), said.append)  # and said once
-    assert len(said) == 1
+    postgres.start(password(place))  # and said once
+    assert len(said(caplog)) == 1
 
 
 def test_a_link_planted_by_postgresql_s_user_makes_root_create_or_change_nothing(place: Place) -> None:
@@ -117,7 +138,7 @@ def test_a_link_planted_by_postgresql_s_user_makes_root_create_or_change_nothing
     earlier version created the target then, handed to that user. Now nothing is created, and the start stops in
     one line."""
     postgres = Postgres(place)
-    postgres.init_cluster(lambda line: None)
+    postgres.init_cluster()
     roots = Path(tempfile.mkdtemp(prefix="ringflow-roots-"))  # mode 0700, root's
     target = roots / "ld.so.preload"
     try:
@@ -125,7 +146,7 @@ def test_a_link_planted_by_postgresql_s_user_makes_root_create_or_change_nothing
         subprocess.run([*as_postgres, "ln", "-s", str(target), str(postgres.folder / "initdb-password")], check=True)
         subprocess.run([*as_postgres, "rm", str(postgres.data / "PG_VERSION")], check=True)
         with pytest.raises(ServerFailed, match=r"^initdb failed; see "):
-            postgres.init_cluster(lambda line: None)
+            postgres.init_cluster()
         assert not target.exists() and not target.is_symlink() and os.listdir(roots) == []
     finally:
         subprocess.run(["rm", "-rf", str(roots)], check=False)
@@ -137,7 +158,7 @@ def test_a_link_in_the_place_of_postgresql_s_folder_is_refused_and_what_it_leads
     try:
         (place.home / "postgres").symlink_to(elsewhere)
         with pytest.raises(ServerFailed, match=rf"^{place.home}/postgres is a link: refused"):
-            Postgres(place).init_cluster(lambda line: None)
+            Postgres(place).init_cluster()
         assert (elsewhere.stat().st_uid, elsewhere.stat().st_mode & 0o777) == (0, 0o700)
     finally:
         elsewhere.rmdir()

@@ -21,12 +21,12 @@ IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IG
 def test_a_pid_is_taken_only_while_its_process_is_the_one_noted(tmp_path: Path) -> None:
     pid = processes.start("sleeper", ["sleep", "600"], tmp_path, tmp_path)
     pid_file = tmp_path / "sleeper.pid"
-    assert processes.noted_pid(pid_file) == pid
+    assert processes.live_pid(pid_file) == pid
     pid_file.write_text(f"{pid} 1\n")  # the same pid, another start time: a process after a reboot
-    assert processes.noted_pid(pid_file) is None
+    assert processes.live_pid(pid_file) is None
     pid_file.write_text(f"{pid}\n")  # a bare pid of an earlier version: only a process of this checkout's programs
-    assert processes.noted_pid(pid_file) is None
-    processes.note_pid(pid, pid_file)
+    assert processes.live_pid(pid_file) is None
+    processes.write_pid_file(pid, pid_file)
     processes.stop_groups(10, [pid_file], tmp_path / "stop.log")
     assert not processes.running(pid) and not pid_file.exists()
     assert (tmp_path / "stop.log").read_text().split()[1:3] == ["sleeper:", "stopped"]
@@ -64,11 +64,11 @@ def test_a_pid_file_of_another_boot_is_not_taken_for_the_process_with_that_pid_a
         pid_noted, started, boot = pid_file.read_text().split()
         assert (int(pid_noted), boot) == (pid, Path("/proc/sys/kernel/random/boot_id").read_text().strip())
         pid_file.write_text(f"{pid} {started} 00000000-0000-0000-0000-000000000000\n")  # before a reboot
-        assert processes.noted_pid(pid_file) is None
+        assert processes.live_pid(pid_file) is None
         processes.stop_groups(10, [pid_file], tmp_path / "stop.log")
         assert processes.running(pid) and not pid_file.exists()  # only the file is removed: the process is not ours
     finally:
-        processes.signal_group(pid, 9)
+        processes.send(9, pid)
         processes.wait_until(lambda: ended(pid), 10)
 
 

@@ -73,7 +73,8 @@ class OutputTail:
         return [rank_line(line) for line in complete.split("\n")] if newline else []
 
 
-def say(line: str, out: TextIO = sys.stdout) -> None:
+def relay(line: str, out: TextIO = sys.stdout) -> None:
+    """A line for the launcher, which reads the follower's output as it reads a rank's (its protocol lines)."""
     print(line, file=out, flush=True)
 
 
@@ -148,23 +149,23 @@ def follow(job_id: str, tail: OutputTail, patience: Patience) -> int:
     while True:
         now = current_state(job_id)
         if not now.ended and (change := state_change(job_id, before, now)) is not None:
-            say(change)
+            relay(change)
         for line in tail.lines():
-            say(line)
+            relay(line)
         before = now
         patience.saw(now)
         if now.ended:
             time.sleep(POLL_SECONDS)  # the last writes of the job's steps
             for line in tail.lines() + ([tail.partial] if tail.partial else []):
-                say(line)
-            say(ended_line(job_id, now))
+                relay(line)
+            relay(ended_line(job_id, now))
             return 0 if now.state == "COMPLETED" else 1
         if patience.beat_now(now):
             for rank in range(patience.ranks):
-                say(tagged(str(rank), HEARTBEAT_LINE))
+                relay(tagged(str(rank), HEARTBEAT_LINE))
         if (given_up := patience.given_up(now)) is not None:
             cancel(job_id)
-            say(ended_line(job_id, given_up, None if given_up.state == NEVER_STARTED else given_up.reason))
+            relay(ended_line(job_id, given_up, None if given_up.state == NEVER_STARTED else given_up.reason))
             return PENDING_TIMEOUT_EXIT
         time.sleep(POLL_SECONDS)
 
@@ -185,7 +186,7 @@ def cancel_earlier_jobs(output_dir: Path) -> None:
     a resume or a retry submits: never two incarnations writing the same checkpoints and MLflow run."""
     for job_id in live_jobs(run_prefix(output_dir)):
         cancel(job_id)
-        say(f"slurm: job {job_id} of this run was still live (its launcher was stopped without cancelling it): "
+        relay(f"slurm: job {job_id} of this run was still live (its launcher was stopped without cancelling it): "
             "cancelled before submitting again")
 
 
@@ -212,24 +213,24 @@ def main(argv: list[str]) -> int:
         cancel_earlier_jobs(Path(output_dir))
         job_id = submit_and_note(script, sbatch_args, Path(output_dir), attempt_name(Path(output_dir)))
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        say(submitted_line(job_id))
+        relay(submitted_line(job_id))
         return follow(job_id, OutputTail(Path(output_dir) / f"slurm-{job_id}.out"),
                       Patience(int(ranks), float(pending_minutes) * 60, int(max_requeues)))
     except (Stopped, BrokenPipeError) as stop:  # told to stop, or the launcher is gone (its pipe broken)
         if job_id is not None:
             last = cancel(job_id) or JobState("CANCELLED")
-            say_if_heard(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the "
+            relay_if_heard(ended_line(job_id, last, "cancelled by scancel: the train step was stopped (Ctrl-C, the "
                                                   "flow run cancelled, or train.timeout_minutes)"))
         return 128 + int(stop.args[0]) if isinstance(stop, Stopped) else 1
     except SlurmError as error:
-        say(f"slurm: {'the job was not submitted: ' if job_id is None else ''}{error}")
+        relay(f"slurm: {'the job was not submitted: ' if job_id is None else ''}{error}")
         return 2
 
 
-def say_if_heard(line: str) -> None:
+def relay_if_heard(line: str) -> None:
     """A last line, when someone still reads this process's output."""
     try:
-        say(line)
+        relay(line)
     except BrokenPipeError:
         pass
 

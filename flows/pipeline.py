@@ -9,7 +9,7 @@ preflight checks and prints the launch plan and each rank's share of the data, w
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -32,7 +32,6 @@ from tasks.tracking import run_log
 from tasks.tracking.run_labels import flow_source
 from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
-from tasks.versioning.run_state import run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import Backend
 from trainer.models import MODEL_CATALOG
@@ -89,7 +88,7 @@ def run_as_task(params: Params) -> steps.StepRunner:
                         "retry_delay_seconds": params.pipeline.retry_delay_seconds}
         with CLOCK.step(step.name):
             result = task(**options)(step.call)(run)
-        get_run_logger().info("%s: %s", step.name, step.shown(run, result))
+        get_run_logger().info("%s: %s", step.name, step.shown(step.give(run, result)))
         return result
     return run_task
 
@@ -145,33 +144,36 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
     from prefect.artifacts import create_markdown_artifact
     runner = run_as_task(params)
     source = flow_source(running_flow.flow_name, running_deployment.name)
-    run = steps.RunContext(params, labels=steps.RunLabels(source), holder=holder, on_line=log_line)
-    run, _ = steps.run_steps(run, steps.CHECKS, runner)
-    with CLOCK.step("open-run"):  # the run's state and what changed since the last run, then the run itself
-        state = run_state(params, run.data_version())
-        changes = state.changes_from(run_log.last_finished_state(params.tracking.experiment))
-        previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
-    if previous:
+    run = steps.RunContext(params, steps.RunHow(steps.RunLabels(source), holder=holder, on_line=log_line,
+                                                skip_unchanged=skip_unchanged))
+    run = steps.run_steps(run, steps.CHECKS, runner)
+    state = asdict(run.state) if run.state else {}
+    if previous := run.unchanged_since:
         get_run_logger().info("training skipped: data, code and params unchanged since run %s", previous)
-        create_markdown_artifact(summary.skipped_markdown(previous, asdict(state), run_log.run_link(params, previous)),
+        create_markdown_artifact(summary.skipped_markdown(previous, state, run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
     start_ahead()
-    run, results = steps.run_steps(replace(run, state=state), steps.OPENED, runner)
-    result = run_result(run.run_id, results)
-    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), asdict(state), changes,
+    run = steps.run_steps(run, steps.OPENED, runner)
+    result = run_result(run)
+    create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), state, list(run.changed),
                                                   run_log.run_link(params, run.run_id)),
                              key="run-summary", description=f"MLflow run {run.run_id}")
     return {"skipped": False, **result}
 
 
-def run_result(run_id: str, results: dict[str, Any]) -> dict[str, Any]:
+def run_result(run: steps.RunContext) -> dict[str, Any]:
     """What a run's steps gave, as the flow returns it; its per-epoch table published."""
     from prefect.artifacts import create_table_artifact
-    create_table_artifact(summary.epoch_rows(RunWorkspace(run_id).training_history()), key="epoch-metrics",
-                          description=f"per-epoch metrics of MLflow run {run_id}")
-    return {"run_id": run_id, "metrics": results["evaluate"], "savedmodel": results["export"],
-            "gate": results["register"].sentence(), "dvc_record": results["publish"]}
+    create_table_artifact(summary.epoch_rows(RunWorkspace(run.run_id).training_history()), key="epoch-metrics",
+                          description=f"per-epoch metrics of MLflow run {run.run_id}")
+    return steps_result(run)
+
+
+def steps_result(run: steps.RunContext) -> dict[str, Any]:
+    """What the steps after the training gave, as a flow returns it."""
+    return {"run_id": run.run_id, "metrics": run.metrics, "savedmodel": run.savedmodel,
+            "gate": run.gate().sentence(), "dvc_record": run.dvc_record}
 
 
 def resume_override(overrides: dict[str, Any]) -> dict[str, Any]:

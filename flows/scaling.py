@@ -39,7 +39,7 @@ def scaling_flow(overrides: dict[str, Any] | None = None) -> list[dict[str, Any]
     use_tracking(params.tracking)
     check_versionable(params)
     prepare_data(params)
-    versioned, _ = steps.run_steps(steps.RunContext(params), ["version"], run_as_task(params))
+    versioned = steps.run_steps(steps.RunContext(params), [steps.VERSION], run_as_task(params))
     runs = []
     for np in sorted(set(params.train.scaling_np)):  # each its own run, trained from scratch
         runs.append((np, train_at_np_task(with_np(params, np), versioned.data_version())))

@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment as running_deployment
 
 from flows.cli import checked_overrides, run_flow
-from flows.pipeline import log_line, prepare_data, run_as_task
+from flows.pipeline import log_line, prepare_data, run_as_task, steps_result
 from tasks import steps
 from tasks.data.data_lock import prepared_data_lock
 from tasks.params import Params, load_params
@@ -114,16 +114,15 @@ def training_sweep(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     check_sweep(params)
     prepare_data(params)
     with prepared_data_lock(False, "a sweep", get_run_logger().info):
-        versioned, _ = steps.run_steps(steps.RunContext(params), ["version"], run_as_task(params))
+        versioned = steps.run_steps(steps.RunContext(params), [steps.VERSION], run_as_task(params))
         best, outcomes = run_trials(params, versioned.data_version())
         if best is None:
             raise NoTrialFinished(f"no trial of the sweep finished ({len(outcomes)} pruned or failed): "
                                   "nothing to register")
         best_params = with_value(params, best.values)  # the steps after its training, as the pipeline's
-        _, results = steps.run_steps(steps.RunContext(best_params, best.run_id), steps.AFTER_TRAINING,
-                                     run_as_task(best_params))
-    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, "metrics": results["evaluate"],
-            "savedmodel": results["export"], "gate": results["register"].sentence(), "dvc_record": results["publish"]}
+        run = steps.run_steps(steps.RunContext(best_params, run_id=best.run_id), steps.AFTER_TRAINING,
+                              run_as_task(best_params))
+    return {"best": best, "outcomes": outcomes, "metric": params.sweep.metric, **steps_result(run)}
 
 
 def main(argv: list[str] | None = None) -> int:

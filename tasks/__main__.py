@@ -16,7 +16,6 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
@@ -51,16 +50,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stage(step: str, params: Params, holder: DataHolder | None = None) -> str:
     """One dvc.yaml stage: it works on the run whose model is published (train opens a new run) and publishes what
     it made; `dvc repro` records dvc.lock after each stage."""
-    run = steps.RunContext(params, labels=steps.RunLabels(STAGE_SOURCE), holder=holder, stage=step)
-    if step != steps.TRAINING:
-        run = replace(run, run_id=published_run(steps.RUN_STEPS[0].publishes[0]))  # the model published now
-    run, results = steps.run_steps(run, steps.stage_steps(step))
-    return said(run, step, results[step])
+    run = steps.RunContext(params, steps.RunHow(steps.RunLabels(STAGE_SOURCE), holder=holder, stage=step))
+    if step != steps.TRAIN.name:
+        run = replace(run, run_id=published_run(steps.TRAIN.publishes[0]))  # the model published now
+    run = steps.run_steps(run, steps.stage_steps(step))
+    return said(run, step)
 
 
-def said(run: steps.RunContext, step: str, result: Any) -> str:
-    """What a stage prints: the run a training opened, else its step's result."""
-    return f"mlflow run: {run.run_id}" if step == steps.TRAINING else steps.step_named(step).shown(run, result)
+def said(run: steps.RunContext, step: str) -> str:
+    """What a stage prints: the run a training opened, else what its step gave."""
+    return f"mlflow run: {run.run_id}" if step == steps.TRAIN.name else steps.step_named(step).shown(run)
 
 
 def run_step(step: str, args: argparse.Namespace) -> None:

@@ -2,20 +2,22 @@
 through. Each step is a plain, typed function; the flows wrap them in Prefect tasks. The policy lives in the stage
 folders (tasks/data, tasks/launch, tasks/tracking, tasks/versioning, tasks/outputs); a step only chains them.
 
-The order of the steps is written once, here: STEPS, each declared with what it gives the steps after it and what
-it publishes (prepare runs before them, once for one run or many: PIPELINE_STEPS). run_steps is the one driver for
-every entry point, which names the steps it runs (the flow: CHECKS, then OPENED; a sweep's trial and a scaling run:
-TRAINING_RUN; a sweep's best trial: AFTER_TRAINING; a dvc.yaml stage: stage_steps) and how each runs (the flows: a
-Prefect task per step). A pipeline run is one MLflow run: open-run creates it (or reopens the run to resume); the
-steps inside it (RUN_STEPS) write only into its workspace (outputs/runs/<run id>/); publish copies the results to
-the fixed paths, records them in DVC and only then marks the run FINISHED.
+The order of the steps is written once, here: STEPS, each a RunStep declaring what it reads of the run (its call),
+what it gives the steps after it (its give: a field of RunContext, which the type checker checks) and what it
+publishes (prepare runs before them, once for one run or many: PIPELINE_STEPS). run_steps is the one driver for
+every entry point, which chooses the steps it runs (the flow: CHECKS, then OPENED unless the changes step found the
+run unchanged; a sweep's trial and a scaling run: TRAINING_RUN; a sweep's best trial: AFTER_TRAINING; a dvc.yaml
+stage: stage_steps) and how each runs (the flows: a Prefect task per step). A pipeline run is one MLflow run:
+open-run creates it (or reopens the run to resume); the steps inside it (RUN_STEPS) write only into its workspace
+(outputs/runs/<run id>/); publish copies the results to the fixed paths, records them in DVC and only then marks the
+run FINISHED.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Generic, NamedTuple, TypeVar
 
 from tasks.atomic import file_lock, write_text_atomic
 from tasks.data.data_lock import DataHolder, prepared_data_lock
@@ -59,24 +61,38 @@ class RunLabels:
 
 
 @dataclass(frozen=True)
-class RunContext:
-    """One pipeline run as its steps hand it on: the params; what earlier steps gave (preflight's check, the data
-    version, the run's id) or the entry point gave instead (a sweep's data version and its hosts' answers, the run a
-    dvc stage works on); and how this entry point runs it: the new run's labels and state, the data lock's holder
-    (named after the run once it exists), where the training's lines go, whether the training writes what
-    evaluate, export and register read (a sweep's trial or a scaling run, which end after training, need none), and
-    the dvc.yaml stage it is (which publishes only its own step's items; `dvc repro` records dvc.lock)."""
-    params: Params
-    run_id: str = ""
-    check: LaunchCheck | None = None
-    version: dvc.DataVersion | None = None
-    state: RunState | None = None
+class RunHow:
+    """How an entry point runs the steps: the new run's labels; the hosts' answers a sweep asked once (`probed`);
+    the data lock's holder (named after the run once it exists); where the training's lines go; whether the
+    training writes what evaluate, export and register read (a sweep's trial or a scaling run, which end after
+    training, need none); the dvc.yaml stage it is (which publishes only its own step's items; `dvc repro` records
+    dvc.lock); whether an unchanged run is skipped (the flow's skip_unchanged)."""
     labels: RunLabels = RunLabels()
     probed: Probed | None = None
     holder: DataHolder | None = None
     on_line: OnLine = print
     model_outputs: bool = True
     stage: str = ""
+    skip_unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One pipeline run as its steps hand it on: the params, how this entry point runs it, and what the steps gave
+    so far, each field given by the step named beside it (or by the entry point in its stead)."""
+    params: Params
+    how: RunHow = RunHow()
+    check: LaunchCheck | None = None  # preflight
+    version: dvc.DataVersion | None = None  # version (a sweep's trials: the sweep's)
+    state: RunState | None = None  # changes (a sweep's trial: the sweep)
+    changed: tuple[str, ...] = ()  # changes: which of data, code and params differ from the last finished run
+    unchanged_since: str | None = None  # changes, when asked to skip: the finished run of the same state
+    run_id: str = ""  # open-run (a dvc stage after train: the run whose model is published)
+    model_dir: Path | None = None  # train
+    metrics: dict[str, float] | None = None  # evaluate
+    savedmodel: str | None = None  # export
+    decision: GateDecision | None = None  # register
+    dvc_record: str | None = None  # publish
 
     def launch_check(self) -> LaunchCheck:
         if self.check is None:
@@ -88,87 +104,108 @@ class RunContext:
             raise ValueError(f"run {self.run_id or '(not open)'}: this step needs the data's version")
         return self.version
 
+    def gate(self) -> GateDecision:
+        if self.decision is None:
+            raise ValueError(f"run {self.run_id or '(not open)'}: this step needs the registry's gate decision")
+        return self.decision
+
+
+Given = TypeVar("Given")
+
 
 @dataclass(frozen=True)
-class RunStep:
-    """A step of a pipeline run: what it does with the run, the field of the run its result fills for the steps
-    after it, the workspace items it publishes (a dvc.yaml stage of the same name), whether a failure of it may
-    pass when it runs again (from the run's last checkpoint), and how its result reads."""
+class RunStep(Generic[Given]):
+    """A step of a pipeline run: what it does with the run (`call`, reading the run's fields it needs), how its
+    result fills the run for the steps after it (`give`), the workspace items it publishes (a dvc.yaml stage of
+    the same name), whether a failure of it may pass when it runs again (from the run's last checkpoint), and how
+    the run it gave reads."""
     name: str
-    call: Callable[[RunContext], Any]
-    gives: str = ""
+    call: Callable[[RunContext], Given]
+    give: Callable[[RunContext, Given], RunContext]
+    shown: Callable[[RunContext], str]
     publishes: tuple[str, ...] = ()
     retried: bool = False
-    shown: Callable[[RunContext, Any], str] = lambda run, result: str(result)
 
 
 def open_step(run: RunContext) -> str:
     """open-run as a step: the run's id; the data lock's holder is named after it."""
-    run_id = open_run_step(run.params, run.launch_check(), run.version, run.state, run.labels)
-    if run.holder:
-        run.holder.rename(f"MLflow run {run_id}")
+    run_id = open_run_step(run.params, run.launch_check(), run.version, run.state, run.how.labels)
+    if run.how.holder:
+        run.how.holder.rename(f"MLflow run {run_id}")
     return run_id
 
 
 def publish_items(run: RunContext) -> str:
-    """publish as a step: everything the run made, or a dvc stage's own items (dvc repro records dvc.lock)."""
-    names = list(step_named(run.stage).publishes) if run.stage else PUBLISHED_ITEMS
-    return publish_step(run.params, run.run_id, names, record=not run.stage)
+    """publish as a step: everything the run made, or a dvc stage's own items (dvc repro records dvc.lock); the
+    gate is applied and the run finished once the run's last step (register) is published."""
+    stage = run.how.stage
+    names = list(step_named(stage).publishes) if stage else PUBLISHED_ITEMS
+    return publish_step(run.params, run.run_id, names, record=not stage, finish=stage in ("", REGISTER.name))
 
 
-STEPS = (
-    RunStep("preflight", lambda run: preflight_step(run.params, run.probed), gives="check",
-            shown=lambda run, check: "\n".join(preflight_lines(run.params, check))),
-    RunStep("version", lambda run: version_step(), gives="version",
-            shown=lambda run, version: f"data {version.data_hash} at git {version.git_commit} (in the DVC remote)"),
-    RunStep("open-run", open_step, gives="run_id", shown=lambda run, run_id: f"MLflow run {run_id}"),
-    RunStep("train", lambda run: train_step(run.params, run.run_id, run.launch_check(), run.on_line,
-                                            run.model_outputs), publishes=("model",), retried=True),
-    RunStep("evaluate", lambda run: evaluate_step(run.run_id), publishes=("metrics.json", "evaluation")),
-    RunStep("export", lambda run: export_step(run.run_id), publishes=("savedmodel",),
-            shown=lambda run, path: f"savedmodel: {path}"),
-    RunStep("register", lambda run: register_step(run.run_id, run.params), publishes=("gate.json",),
-            shown=lambda run, decision: decision.sentence()),
-    RunStep("publish", publish_items, shown=lambda run, outcome: f"published run {run.run_id}; {outcome}"))
+PREFLIGHT = RunStep("preflight", lambda run: preflight_step(run.params, run.how.probed),
+                    lambda run, check: replace(run, check=check),
+                    lambda run: "\n".join(preflight_lines(run.params, run.launch_check())))
+VERSION = RunStep("version", lambda run: version_step(), lambda run, version: replace(run, version=version),
+                  lambda run: f"data {run.data_version().data_hash} at git {run.data_version().git_commit} (in the "
+                              "DVC remote)")
+CHANGES = RunStep("changes", lambda run: changes_step(run.params, run.data_version(), run.how.skip_unchanged),
+                  lambda run, found: replace(run, state=found.state, changed=found.changed,
+                                             unchanged_since=found.unchanged_since),
+                  lambda run: changes_shown(run.changed, run.unchanged_since))
+OPEN_RUN = RunStep("open-run", open_step, lambda run, run_id: replace(run, run_id=run_id),
+                   lambda run: f"MLflow run {run.run_id}")
+TRAIN = RunStep("train", lambda run: train_step(run.params, run.run_id, run.launch_check(), run.how.on_line,
+                                                run.how.model_outputs),
+                lambda run, model_dir: replace(run, model_dir=model_dir), lambda run: f"model: {run.model_dir}",
+                publishes=("model",), retried=True)
+EVALUATE = RunStep("evaluate", lambda run: evaluate_step(run.run_id),
+                   lambda run, metrics: replace(run, metrics=metrics), lambda run: str(run.metrics),
+                   publishes=("metrics.json", "evaluation"))
+EXPORT = RunStep("export", lambda run: export_step(run.run_id), lambda run, path: replace(run, savedmodel=path),
+                 lambda run: f"savedmodel: {run.savedmodel}", publishes=("savedmodel",))
+REGISTER = RunStep("register", lambda run: register_step(run.run_id, run.params),
+                   lambda run, decision: replace(run, decision=decision), lambda run: run.gate().sentence(),
+                   publishes=("gate.json",))
+PUBLISH = RunStep("publish", publish_items, lambda run, outcome: replace(run, dvc_record=outcome),
+                  lambda run: f"published run {run.run_id}; {run.dvc_record}")
+
+STEPS: tuple[RunStep[Any], ...] = (PREFLIGHT, VERSION, CHANGES, OPEN_RUN, TRAIN, EVALUATE, EXPORT, REGISTER, PUBLISH)
 STEP_NAMES = tuple(step.name for step in STEPS)
 PIPELINE_STEPS = ("prepare", *STEP_NAMES)  # prepare runs once before one run or many (a sweep's, a scaling's)
 RUN_STEPS = tuple(step for step in STEPS if step.publishes)  # inside one MLflow run: the dvc.yaml stages
 PUBLISHED_ITEMS = [item for step in RUN_STEPS for item in step.publishes]
-TRAINING = "train"
-CHECKS = STEP_NAMES[:STEP_NAMES.index("open-run")]  # the flow decides after them whether anything changed
-OPENED = STEP_NAMES[STEP_NAMES.index("open-run"):]  # from the run's opening to its publishing
-TRAINING_RUN = ("preflight", "open-run", TRAINING)  # a run that ends with its training: a sweep's trial, a scaling run
-AFTER_TRAINING = STEP_NAMES[STEP_NAMES.index(TRAINING) + 1:]  # a sweep's best trial, trained already
-StepRunner = Callable[[RunStep, RunContext], Any]  # how an entry point runs one step: directly, as a Prefect task
+CHECKS = (PREFLIGHT, VERSION, CHANGES)  # the flow's: after them, an unchanged run may be skipped
+OPENED = (OPEN_RUN, TRAIN, EVALUATE, EXPORT, REGISTER, PUBLISH)  # from the run's opening to its publishing
+TRAINING_RUN = (PREFLIGHT, OPEN_RUN, TRAIN)  # a run that ends with its training: a sweep's trial, a scaling run
+AFTER_TRAINING = (EVALUATE, EXPORT, REGISTER, PUBLISH)  # a sweep's best trial, trained already
+StepRunner = Callable[[RunStep[Any], RunContext], Any]  # how an entry point runs one step: directly, as a task
 
 
-def step_named(name: str) -> RunStep:
+def step_named(name: str) -> RunStep[Any]:
     return next(step for step in STEPS if step.name == name)
 
 
-def stage_steps(name: str) -> tuple[str, ...]:
+def stage_steps(name: str) -> tuple[RunStep[Any], ...]:
     """The steps of a dvc.yaml stage: its own and its publishing; the training first opens its run."""
-    return (*TRAINING_RUN, "publish") if name == TRAINING else (name, "publish")
+    return (*TRAINING_RUN, PUBLISH) if name == TRAIN.name else (step_named(name), PUBLISH)
 
 
-def run_directly(step: RunStep, run: RunContext) -> Any:
+def run_directly(step: RunStep[Any], run: RunContext) -> Any:
     return step.call(run)
 
 
-def run_steps(run: RunContext, names: Collection[str] = STEP_NAMES,
-              runner: StepRunner = run_directly) -> tuple[RunContext, dict[str, Any]]:
+def run_steps(run: RunContext, chosen: Collection[RunStep[Any]] = STEPS,
+              runner: StepRunner = run_directly) -> RunContext:
     """The one driver of a pipeline run's steps, for every entry point (the flows, the command line and the
-    dvc.yaml stages, a sweep's trials and its best trial, the scaling runs): those `names` in the steps' one order,
-    each through `runner`, each given what the ones before gave; the run as they left it, their results by name."""
-    if unknown := set(names) - set(STEP_NAMES):
-        raise ValueError(f"not a step of a pipeline run: {', '.join(sorted(unknown))}")
-    results: dict[str, Any] = {}
+    dvc.yaml stages, a sweep's trials and its best trial, the scaling runs): the `chosen` steps in the steps' one
+    order, each through `runner`, each given what the ones before gave; the run as they left it."""
+    if foreign := [step.name for step in chosen if step not in STEPS]:
+        raise ValueError(f"not a step of a pipeline run: {', '.join(sorted(foreign))}")
     for step in STEPS:
-        if step.name in names:
-            results[step.name] = runner(step, run)
-            if step.gives:
-                run = replace(run, **{step.gives: results[step.name]})
-    return run, results
+        if step in chosen:
+            run = step.give(run, runner(step, run))
+    return run
 
 
 def convert_step(params: Params, on_line: OnLine = print) -> bool:
@@ -215,6 +252,29 @@ def preflight_step(params: Params, probed: Probed | None = None) -> LaunchCheck:
         if not trained_already(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir):
             check_resumable(params, workspace.checkpoint_dir, checkpoint_owner(params, read_manifest(PREPARED_DIR)))
     return check
+
+
+class Changes(NamedTuple):
+    """What the changes step found: the run's state, what differs from the last finished run, and (when asked to
+    skip an unchanged run) the finished run of the same state."""
+    state: RunState
+    changed: tuple[str, ...]
+    unchanged_since: str | None
+
+
+def changes_step(params: Params, version: dvc.DataVersion, skip_unchanged: bool) -> Changes:
+    """The state (data, code, params) a run of these params would train from, what changed since the last
+    finished run, and, with skip_unchanged, the last successful run of the same state (nothing to train)."""
+    state = run_state(params, version)
+    changed = tuple(state.changes_from(run_log.last_finished_state(params.tracking.experiment)))
+    previous = run_log.last_successful_run(params.tracking.experiment, state) if skip_unchanged else None
+    return Changes(state, changed, previous)
+
+
+def changes_shown(changed: tuple[str, ...], unchanged_since: str | None) -> str:
+    if unchanged_since:
+        return f"data, code and params unchanged since run {unchanged_since}"
+    return f"changed since the last finished run: {', '.join(changed)}" if changed else "nothing changed"
 
 
 def probe_step(params: Params) -> Probed:
@@ -325,29 +385,31 @@ def champion_accuracy(savedmodel: Path, data_dir: Path) -> float | None:
     return fresh_process().ask("accuracy", savedmodel=str(savedmodel), data_dir=str(data_dir))
 
 
-def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS, record: bool = True) -> str:
-    """Publish the run's outputs to the fixed paths and record them in DVC, all or nothing under a lock; give the
-    new model version its alias; only then mark the run FINISHED. Returns what happened to dvc.lock."""
+def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS, record: bool = True,
+                 finish: bool = True) -> str:
+    """Publish the run's outputs to the fixed paths and record them in DVC, all or nothing under a lock; when
+    `finish` (the register step's outputs are among them), give the new model version its alias and only then mark
+    the run FINISHED. Returns what happened to dvc.lock."""
     workspace = RunWorkspace(run_id)
-    last_step = RUN_STEPS[-1].publishes
     with mlflow_store.failing_marks_run(run_id):
         with exclusive(), published(workspace, names):
             outcome = record_outputs(params, tuple(step.name for step in RUN_STEPS)) if record \
                 else "dvc.lock is written by dvc repro"
         if record:
             mlflow_store.set_tags(run_id, {"ringflow.dvc_record": outcome})
-        if set(last_step) <= set(names):
+        if finish:
             decision = GateDecision(**json.loads(workspace.gate_file.read_text()))
             model_registry.apply_gate(decision)
             run_log.log_gate(run_id, decision)
-    if set(last_step) <= set(names):
+    if finish:
         mlflow_store.end_run(run_id, ok=True)
     return outcome
 
 
 def scaling_train_step(params: Params, version: dvc.DataVersion, on_line: OnLine = print) -> str:
     """One finished training run at params.train.np, in its own workspace, for a scaling report."""
-    run, _ = run_steps(RunContext(params, version=version, on_line=on_line, model_outputs=False), TRAINING_RUN)
+    how = RunHow(on_line=on_line, model_outputs=False)
+    run = run_steps(RunContext(params, how, version=version), TRAINING_RUN)
     mlflow_store.end_run(run.run_id, ok=True)
     return run.run_id
 

@@ -10,7 +10,7 @@ from typing import Callable
 from tasks.atomic import atomic_dir
 from tasks.launch.environment import rank_environment
 from tasks.launch.hostlist import host_slots
-from tasks.launch.job_config import check_resumable, job_spec, trained_already, write_trainer_config
+from tasks.launch.job_config import job_spec, trained_already, write_trainer_config
 from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.output.diagnosis import RankFailed, untagged
 from tasks.launch.output.metrics_relay import MetricRelay
@@ -137,7 +137,6 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
     check = check or check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
         job = job_spec(params, data_dir, work_dir, checkpoint_dir, model_outputs)
-        check_resumable(params, checkpoint_dir, job.checkpoint_owner)
         config_file = write_trainer_config(params, job)
         prepare_discovery(params.train, host_slots(params.train), work_dir)
         launch(params, job, config_file, check, run_id, on_line)

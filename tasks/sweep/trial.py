@@ -116,7 +116,7 @@ class TrialRunner:
             self.reporter = EpochReporter(self.trial, self.sweep.sweep.metric, self.sweep.on_line,
                                           run.params.train.epochs)
             try:
-                return step.call(replace(run, on_line=self.reporter))
+                return step.call(replace(run, how=replace(run.how, on_line=self.reporter)))
             except TrialPruned:
                 raise
             except Exception as error:  # a retryable failure gets one more try; the rest end the trial
@@ -131,8 +131,8 @@ def trial_run(sweep: Sweep, params: Params, number: int) -> steps.RunContext:
     """A trial's pipeline run before its steps: the sweep's data version and hosts' answers, a child run of the
     sweep's, numbered."""
     labels = steps.RunLabels(sweep.source, trial_tags(sweep, number), f"trial-{number}")
-    return steps.RunContext(params, version=sweep.version, state=run_state(params, sweep.version), labels=labels,
-                            probed=sweep.probed, model_outputs=False)
+    how = steps.RunHow(labels, probed=sweep.probed, model_outputs=False)
+    return steps.RunContext(params, how, version=sweep.version, state=run_state(params, sweep.version))
 
 
 def run_trial(sweep: Sweep) -> TrialOutcome:
@@ -157,7 +157,7 @@ def asked_trial(sweep: Sweep, placed: dict[str, int]) -> TrialOutcome:
     params = placed_params(sweep.base, values, placed, sweep.parallel)  # the space was checked before
     runner = TrialRunner(sweep, trial)
     try:
-        run, _ = steps.run_steps(trial_run(sweep, params, trial.number), steps.TRAINING_RUN, runner)
+        run = steps.run_steps(trial_run(sweep, params, trial.number), steps.TRAINING_RUN, runner)
     except TrialPruned as pruned:
         sweep.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         return ended(sweep, trial.number, runner.run_id, values, "pruned", str(pruned), started, pruned.epoch)

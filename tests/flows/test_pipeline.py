@@ -104,8 +104,8 @@ def test_prefect_server_recorded_a_completed_flow_run(pipeline_run: PipelineRun,
     flow_run = api_call(prefect_api, f"/flow_runs/{pipeline_run.flow_run_id}")
     assert flow_run["state_type"] == "COMPLETED"
     task_runs = api_call(prefect_api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}})
-    assert {"convert", "validate", "preflight", "version", "open-run", "train", "evaluate", "export", "register",
-            "publish"} <= \
+    assert {"convert", "validate", "preflight", "version", "changes", "open-run", "train", "evaluate", "export",
+            "register", "publish"} <= \
         {r["name"].rsplit("-", 1)[0] for r in task_runs}
     artifacts = api_call(prefect_api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}})
     validation = [a for a in artifacts if a["key"] == "data-validation"]
@@ -164,7 +164,7 @@ def test_the_run_ends_with_where_the_time_went(pipeline_run: PipelineRun) -> Non
     assert found and 0 < float(found[2]) < float(found[1]), last
     steps = [part.rsplit(" ", 1) for part in re.sub(r" \(.*?\)", "", found[3]).split(", ")]
     assert all(float(seconds) >= 0 for _, seconds in steps), last
-    assert [name for name, _ in steps] == ["start and Prefect", "prepare", "preflight", "version", "open-run",
-                                           "train", "evaluate", "export", "register", "publish"], last
+    assert [name for name, _ in steps] == ["start and Prefect", "prepare", "preflight", "version", "changes",
+                                           "open-run", "train", "evaluate", "export", "register", "publish"], last
     assert re.search(r"train [\d.]+ \(launch to first rank [\d.]+, to first epoch -?[\d.]+, after last epoch [\d.]+\)",
                      last), last

@@ -98,7 +98,7 @@ def test_the_train_stage_opens_a_run_trains_and_publishes_the_model(calls: list[
     assert calls == [("preflight", "params", None),
                      ("open-run", "params", "the-check", None, None, steps.RunLabels(source)),
                      ("train", "params", "new-run", "the-check", print, True),
-                     ("publish", "params", "new-run", ["model"], ("record", False))]
+                     ("publish", "params", "new-run", ["model"], ("record", False), ("finish", False))]
 
 
 @pytest.mark.parametrize(("step", "printed", "published"), [
@@ -108,6 +108,8 @@ def test_the_train_stage_opens_a_run_trains_and_publishes_the_model(calls: list[
 ])
 def test_a_later_stage_works_on_the_run_whose_model_is_published(calls: list[tuple], step: str, printed: str,
                                                                  published: list[str]) -> None:
+    """Each publishes its own items; the register stage, the run's last, also applies the gate and ends the run."""
     assert cli.stage(step, Params()) == printed
     assert calls[0][:2] == (step, "published-run") and len(calls) == 2
-    assert calls[1] == ("publish", "params", "published-run", published, ("record", False))
+    assert calls[1] == ("publish", "params", "published-run", published, ("record", False),
+                        ("finish", step == "register"))

@@ -38,8 +38,8 @@ def prepared_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_pipeline_runs_its_steps_in_one_order() -> None:
-    assert steps.PIPELINE_STEPS == ("prepare", "preflight", "version", "open-run", "train", "evaluate", "export",
-                                    "register", "publish")
+    assert steps.PIPELINE_STEPS == ("prepare", "preflight", "version", "changes", "open-run", "train", "evaluate",
+                                    "export", "register", "publish")
     assert steps.PUBLISHED_ITEMS == ["model", "metrics.json", "evaluation", "savedmodel", "gate.json"]
 
 
@@ -52,27 +52,34 @@ def test_a_step_is_found_by_name() -> None:
         steps.step_named("prepare")  # before a run's steps: once for one run or many
 
 
+def names(chosen: tuple[steps.RunStep[Any], ...]) -> list[str]:
+    return [step.name for step in chosen]
+
+
 def test_each_entry_point_runs_a_part_of_the_one_sequence() -> None:
-    assert steps.CHECKS + steps.OPENED == steps.STEP_NAMES  # the flow, which may skip an unchanged run between
-    assert steps.TRAINING_RUN == ("preflight", "open-run", "train")  # a sweep's trial, a scaling run
-    assert steps.AFTER_TRAINING == ("evaluate", "export", "register", "publish")  # a sweep's best trial
-    assert steps.stage_steps("train") == ("preflight", "open-run", "train", "publish")  # the dvc.yaml stages
-    assert steps.stage_steps("export") == ("export", "publish")
+    assert steps.CHECKS + steps.OPENED == steps.STEPS  # the flow, which may skip an unchanged run between
+    assert names(steps.TRAINING_RUN) == ["preflight", "open-run", "train"]  # a sweep's trial, a scaling run
+    assert names(steps.AFTER_TRAINING) == ["evaluate", "export", "register", "publish"]  # a sweep's best trial
+    assert names(steps.stage_steps("train")) == ["preflight", "open-run", "train", "publish"]  # the dvc.yaml stages
+    assert names(steps.stage_steps("export")) == ["export", "publish"]
 
 
-def test_one_driver_runs_the_named_steps_in_their_order_each_given_what_the_ones_before_gave() -> None:
+def test_one_driver_runs_the_chosen_steps_in_their_order_each_given_what_the_ones_before_gave() -> None:
     seen: list[tuple[str, Any, str]] = []
+    gives: dict[str, Any] = {"preflight": LaunchCheck("gloo"), "open-run": "run1", "train": Path("model")}
 
-    def runner(step: steps.RunStep, given: steps.RunContext) -> Any:
+    def runner(step: steps.RunStep[Any], given: steps.RunContext) -> Any:
         seen.append((step.name, given.check, given.run_id))
-        return {"check": "the-check", "run_id": "run1"}.get(step.gives, f"{step.name} done")
-    run, results = steps.run_steps(steps.RunContext(Params()), ["train", "open-run", "preflight"], runner)
-    assert seen == [("preflight", None, ""), ("open-run", "the-check", ""), ("train", "the-check", "run1")]
-    assert results == {"preflight": "the-check", "open-run": "run1", "train": "train done"} and run.run_id == "run1"
+        return gives[step.name]
+    run = steps.run_steps(steps.RunContext(Params()), [steps.TRAIN, steps.OPEN_RUN, steps.PREFLIGHT], runner)
+    assert seen == [("preflight", None, ""), ("open-run", LaunchCheck("gloo"), ""),
+                    ("train", LaunchCheck("gloo"), "run1")]
+    assert (run.check, run.run_id, run.model_dir) == (LaunchCheck("gloo"), "run1", Path("model"))
+    foreign = steps.RunStep("prepare", lambda run: None, lambda run, nothing: run, lambda run: "")
     with pytest.raises(ValueError, match="not a step of a pipeline run: prepare"):
-        steps.run_steps(run, ["prepare"], runner)
+        steps.run_steps(run, [foreign], runner)
     with pytest.raises(ValueError, match=r"run run1: this step needs the preflight's result"):
-        steps.run_steps(steps.RunContext(Params(), "run1"), [steps.TRAINING])  # the training without a preflight
+        steps.run_steps(steps.RunContext(Params(), run_id="run1"), [steps.TRAIN])  # the training without a preflight
 
 
 def test_each_run_step_is_the_dvc_stage_of_its_name_and_publishes_what_the_stage_outputs() -> None:
@@ -133,8 +140,8 @@ def test_a_dry_run_prepares_then_says_the_steps_the_launch_and_the_data_plan(
     lines, printed = dry_run(Params(train=TrainParams(controller="gloo")), monkeypatch)
     assert printed == ["prepared"]
     config = steps.RunWorkspace("<run id>").model_dir / "trainer_config.json"
-    assert lines[:2] == ["steps: prepare -> preflight -> version -> open-run -> train -> evaluate -> export -> "
-                         "register -> publish", "launch:"]
+    assert lines[:2] == ["steps: prepare -> preflight -> version -> changes -> open-run -> train -> evaluate -> "
+                         "export -> register -> publish", "launch:"]
     assert lines[2].startswith("rank 0 on localhost, rank 1 on localhost: ")
     assert shlex.split(lines[2].split(": ", 1)[1])[-5:] == [sys.executable, "-m", "trainer", "--config", str(config)]
     assert lines[3:5] == ["listens: horovodrun's rendezvous (HTTP) on this machine, every interface (Horovod binds it "

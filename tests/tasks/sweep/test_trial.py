@@ -20,7 +20,7 @@ from tasks.sweep.trial import Sweep, TrialRunner
 def train_trial(sweep: Sweep, trial: Any) -> TrialRunner:
     """A trial's training step (in run1) through the trial's runner."""
     runner = TrialRunner(sweep, trial)
-    steps.run_steps(steps.RunContext(Params(), "run1", LaunchCheck("gloo")), [steps.TRAINING], runner)
+    steps.run_steps(steps.RunContext(Params(), run_id="run1", check=LaunchCheck("gloo")), [steps.TRAIN], runner)
     return runner
 
 

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import INPUTS
@@ -34,10 +34,8 @@ from tasks.tracking.server import use_tracking
 from tasks.versioning.dvc_record import check_versionable
 from tasks.workspace import RunWorkspace
 from trainer.config import Backend
-from trainer.models import MODEL_CATALOG
 from trainer.process_end import end_now
 
-ModelName = Literal[tuple(sorted(MODEL_CATALOG))]  # type: ignore[valid-type]
 shorten_bad_input_logs()
 CLOCK = RunClock()  # this process's pipeline run: each step's wall time, for the line `make run` ends with
 
@@ -121,15 +119,15 @@ def flow_overrides(named: dict[str, Any], overrides: dict[str, Any] | None) -> d
 @flow(name="training-pipeline")
 def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[PositiveInt] = None,
                       batch_size: Optional[PositiveInt] = None, learning_rate: Optional[PositiveFloat] = None,
-                      backend: Optional[Backend] = None, model: Optional[ModelName] = None,  # type: ignore[valid-type]
+                      backend: Optional[Backend] = None, model: Optional[str] = None,
                       overrides: Optional[dict[str, Any]] = None, skip_unchanged: bool = False,
                       force: bool = False) -> dict[str, Any]:
     """Run every step once (params.yaml + the given values); with skip_unchanged, skip training when data,
     code and params are those of the last successful run, unless force."""
-    params = load_params(flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size,
-                                         "learning_rate": learning_rate, "backend": backend, "model": model},
-                                        overrides))
-    check_deployment_overrides(overrides, running_deployment.name)
+    given = flow_overrides({"epochs": epochs, "np": np, "batch_size": batch_size, "learning_rate": learning_rate,
+                            "backend": backend, "model": model}, overrides)
+    params = load_params(given)
+    check_deployment_overrides(given, running_deployment.name)
     use_tracking(params.tracking)
     check_versionable(params)
     with CLOCK.step("prepare"):

@@ -289,10 +289,27 @@ def _full_key(key: str) -> tuple[str, str]:
     return sections[0], key
 
 
+def mapping_entry(key: str) -> tuple[str, str, str] | None:
+    """`train.model_args.units` -> ('train', 'model_args', 'units'): one entry of a parameter that is a mapping of
+    free values (train.model_args); None for any other key."""
+    parts = key.split(".", 2)
+    if len(parts) != 3 or parts[0] not in Params.model_fields or parts[1] not in section_fields(parts[0]):
+        return None
+    return (parts[0], parts[1], parts[2]) if section_fields(parts[0])[parts[1]].annotation == dict[str, Any] \
+        else None
+
+
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Return a copy of the raw params with `{'train.epochs': 3}`-style overrides applied."""
+    """Return a copy of the raw params with `{'train.epochs': 3}`-style overrides applied (and an entry of a
+    mapping parameter: `{'train.model_args.units': 64}`)."""
     merged = {section: dict(values or {}) for section, values in raw.items()}
     for key, value in overrides.items():
+        if entry := mapping_entry(key):
+            section, name, inner = entry
+            mapping = dict(merged.setdefault(section, {}).get(name) or {})
+            mapping[inner] = _parse_value(value) if isinstance(value, str) else value
+            merged[section][name] = mapping
+            continue
         section, name = _full_key(key)
         annotation = section_fields(section)[name].annotation
         merged.setdefault(section, {})[name] = _parse_value(value, annotation) if isinstance(value, str) else value

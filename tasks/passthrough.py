@@ -1,7 +1,8 @@
-"""Parameters that reach a command or name a program to run (the policy, written once here and in
-docs/security.md): they are taken from params.yaml and from `--set` on the command line, but not from a deployment
-run's `overrides` unless that deployment says `allow_passthrough: true` in prefect.yaml. Whoever can start a
-deployment run (the local Prefect API has no authentication) cannot thereby run a command as the worker's user.
+"""Parameters that reach a command, name a program to run or name code to import and call (the user's model or loss
+as "file.py:function"; the policy, written once here and in docs/security.md): they are taken from params.yaml and
+from `--set` on the command line, but not from a deployment run's parameters unless that deployment says
+`allow_passthrough: true` in prefect.yaml, and never from a sweep's space. Whoever can start a deployment run cannot
+thereby run a command, or a function of their choice, as the worker's user.
 """
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import yaml
 
 from tasks.params import ParamsError, load_params
 from tasks.paths import ROOT
+from trainer.config import IMPORT_PATH
 
 PASSTHROUGH_KEYS = ("train.horovodrun_args", "train.elastic.discovery_script", "slurm.sbatch_args")
+CODE_KEYS = ("train.model", "train.loss")  # a catalog or Keras name, or code to import and call: "file.py:function"
 PREFECT_FILE = ROOT / "prefect.yaml"
 
 
@@ -25,10 +28,20 @@ def _value(params: dict[str, Any], key: str) -> Any:
     return value
 
 
-def passthrough_overridden(overrides: dict[str, Any]) -> list[str]:
-    """The pass-through keys whose value `overrides` changes from params.yaml's."""
+def names_code(value: Any) -> bool:
+    """Whether a value of a CODE_KEYS parameter names code to import and call (not a catalog or Keras name)."""
+    return isinstance(value, str) and IMPORT_PATH.fullmatch(value) is not None
+
+
+def passthrough_overridden(overrides: dict[str, Any]) -> list[tuple[str, str]]:
+    """The pass-through keys whose value `overrides` changes from params.yaml's, and the code keys it sets to code
+    other than params.yaml's; each with why it is refused."""
     written, given = load_params().model_dump(), load_params(overrides).model_dump()
-    return [key for key in PASSTHROUGH_KEYS if _value(written, key) != _value(given, key)]
+    commands = [(key, "it reaches a command line") for key in PASSTHROUGH_KEYS
+                if _value(written, key) != _value(given, key)]
+    code = [(key, "it names code to import and run") for key in CODE_KEYS
+            if names_code(_value(given, key)) and _value(written, key) != _value(given, key)]
+    return commands + code
 
 
 def allows_passthrough(deployment: str, prefect_file: Path = PREFECT_FILE) -> bool:
@@ -45,6 +58,6 @@ def check_deployment_overrides(overrides: dict[str, Any] | None, deployment: str
         return
     refused = passthrough_overridden(overrides)
     if refused:
-        raise ParamsError(f"{refused[0]}: not taken from a deployment run's overrides (it reaches a command line); "
-                          f"set it in params.yaml, or give deployment {deployment} `allow_passthrough: true` in "
-                          f"prefect.yaml")
+        key, why = refused[0]
+        raise ParamsError(f"{key}: not taken from a deployment run's overrides ({why}); set it in params.yaml, or "
+                          f"give deployment {deployment} `allow_passthrough: true` in prefect.yaml")

@@ -7,8 +7,8 @@ import itertools
 import math
 from typing import Any
 
-from tasks.params import Entry, Params, ParamsError, Range, SweepParams, section_fields, with_overrides
-from tasks.passthrough import PASSTHROUGH_KEYS
+from tasks.params import Entry, Params, ParamsError, Range, SweepParams, mapping_entry, section_fields, with_overrides
+from tasks.passthrough import CODE_KEYS, PASSTHROUGH_KEYS, names_code
 
 MAX_CHOICES = 1000  # choices of one parameter
 MAX_GRID = 10_000  # combinations a grid may have (a deployment run's overrides give the space: bounded)
@@ -18,11 +18,14 @@ NOT_SWEPT = {"train.resume_from", "train.hosts", "train.hostfile", "train.schedu
 
 
 def field_annotation(name: str) -> Any:
-    """The type of the parameter a space entry names; ParamsError for one a trial cannot change."""
+    """The type of the parameter a space entry names (an entry of train.model_args: a real number when given as a
+    range; whole numbers or anything else as a list of choices); ParamsError for one a trial cannot change."""
     section, _, key = name.partition(".")
     if name in PASSTHROUGH_KEYS:  # whoever starts a sweep could otherwise choose a command line (docs/security.md)
         raise ParamsError(f"bad sweep space: {name} reaches a command line: it is never swept (set it in "
                           "params.yaml)")
+    if (entry := mapping_entry(name)) and entry[0] in SWEPT_SECTIONS:
+        return float
     if section not in SWEPT_SECTIONS or name in NOT_SWEPT or key not in section_fields(section):
         raise ParamsError(f"bad sweep space: {name!r} is not a parameter a trial can change "
                           f"(train.* or input.* of params.yaml, not {', '.join(sorted(NOT_SWEPT))})")
@@ -46,6 +49,9 @@ def check_entry(base: Params, name: str, entry: Entry) -> None:
             raise ParamsError(f"bad sweep space: {name} has {len(entry)} choices, more than {MAX_CHOICES}")
         values = entry
     for value in values:
+        if name in CODE_KEYS and names_code(value):  # the space may come from whoever starts a sweep
+            raise ParamsError(f"bad sweep space: {name}={value!r} names code to import and run: set the model in "
+                              "params.yaml and sweep its train.model_args")
         with_value(base, {name: int(value) if annotation is int else value})
 
 

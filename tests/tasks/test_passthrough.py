@@ -36,9 +36,13 @@ def prefect_file(tmp_path: Path) -> Path:
     ({"train.elastic": ELASTIC}, ["train.elastic.discovery_script"]),
     ({"train.epochs": 3, "train.network_interface": "eth0", "input.augment": "off"}, []),
     ({"train.elastic": ELASTIC | {"discovery_script": None}}, []),
+    # code to import and call, named by whoever starts the run; a catalog model or a Keras loss is no code
+    ({"train.model": "subprocess:run", "train.model_args": {"shell": True}}, ["train.model"]),
+    ({"train.loss": "models/evil.py:loss"}, ["train.loss"]),
+    ({"train.model": "small_cnn", "train.loss": "huber"}, []),
 ])
 def test_the_keys_that_reach_a_command_are_found_in_any_form(overrides: dict[str, Any], keys: list[str]) -> None:
-    assert passthrough_overridden(overrides) == keys
+    assert [key for key, _ in passthrough_overridden(overrides)] == keys
 
 
 def test_only_a_deployment_that_says_so_allows_them(prefect_file: Path) -> None:
@@ -56,6 +60,13 @@ def test_a_deployment_run_s_pass_through_override_is_refused_in_one_line_naming_
                                           r"overrides .* give deployment train `allow_passthrough: true`") as error:
         check_deployment_overrides({"train.elastic": ELASTIC}, "train", prefect_file)
     assert "\n" not in str(error.value) and error.value.bad_input
+
+
+def test_a_deployment_run_naming_code_for_the_model_is_refused_in_one_line(prefect_file: Path) -> None:
+    with pytest.raises(ParamsError, match=r"^train\.model: not taken from a deployment run's overrides \(it names "
+                                          r"code to import and run\); set it in params\.yaml"):
+        check_deployment_overrides({"train.model": "os.path:join"}, "train", prefect_file)
+    check_deployment_overrides({"train.model": "os.path:join"}, "cluster", prefect_file)  # allowed there
 
 
 @pytest.mark.parametrize("deployment", [None, "cluster"])

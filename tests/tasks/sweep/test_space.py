@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.params import Params, ParamsError, load_params
-from tasks.sweep.space import Range, SweepParams, check_space, grid
+from tasks.sweep.space import Range, SweepParams, check_space, grid, with_value
 
 
 def checked(space: dict, method: str = "tpe") -> None:
@@ -17,6 +17,13 @@ def test_the_default_space_and_a_mixed_one_are_good() -> None:
              "train.model": ["cnn", "small_cnn"], "input.augment": ["on", "off"]})
 
 
+def test_the_user_model_s_arguments_are_swept_each_by_its_dotted_name() -> None:
+    """train.model_args.units: one entry of the builder's keyword arguments; a trial gets it beside the others."""
+    checked({"train.model_args.units": [32, 64], "train.model_args.rate": {"low": 0.1, "high": 0.5}})
+    base = load_params({"train.model_args": {"units": 16, "depth": 2}})
+    assert with_value(base, {"train.model_args.units": 64}).train.model_args == {"units": 64, "depth": 2}
+
+
 @pytest.mark.parametrize(("space", "said"), [
     ({"train.learnin_rate": [0.1]}, "'train.learnin_rate' is not a parameter a trial can change"),
     ({"data.val_fraction": [0.1]}, "'data.val_fraction' is not a parameter a trial can change"),
@@ -27,6 +34,9 @@ def test_the_default_space_and_a_mixed_one_are_good() -> None:
      "train.horovodrun_args reaches a command line: it is never swept"),
     ({"train.elastic.discovery_script": ["/tmp/x.sh"]}, "train.elastic.discovery_script reaches a command line"),
     ({"slurm.sbatch_args": [["--wrap=id"]]}, "slurm.sbatch_args reaches a command line"),
+    # as would code of their choice to import and call
+    ({"train.model": ["cnn", "os.path:join"]}, "train.model='os.path:join' names code to import and run"),
+    ({"train.loss": ["mse", "models/x.py:loss"]}, "train.loss='models/x.py:loss' names code to import and run"),
     ({"train.model": {"low": 1, "high": 2}}, "train.model is not a number parameter: give a list of choices"),
     ({"train.precision": {"low": 1, "high": 2}}, "train.precision is not a number parameter"),
     ({"train.batch_size": []}, "train.batch_size has no choices"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # horovodrun: one process per rank; cluster: one process per TF_CONFIG task, started by ringflow; process: one
-Launcher = Literal["horovodrun", "cluster", "process"]
+LauncherName = Literal["horovodrun", "cluster", "process"]
 # how the replicas are formed: Horovod's one replica per rank, or the tf.distribute strategy of that name
 Replication = Literal["horovod", "MirroredStrategy", "MultiWorkerMirroredStrategy", "CentralStorageStrategy",
                       "OneDeviceStrategy", "ParameterServerStrategy"]
@@ -21,7 +21,7 @@ class BackendSpec:
     replicas are formed, and whether Horovod's elastic mode can run it (`elastic_module`)."""
     name: str
     module: str
-    launcher: Launcher
+    launcher: LauncherName
     replication: Replication
     custom_loop: bool = False  # a GradientTape loop instead of Keras fit
     elastic_module: str | None = None
@@ -80,7 +80,7 @@ class BackendSpec:
         return pipelines, self.global_batch(batch_size, np, gpus_per_host) // pipelines
 
 
-def _tf_distribute(name: str, replication: Replication, launcher: Launcher,
+def _tf_distribute(name: str, replication: Replication, launcher: LauncherName,
                    logical_cpu_devices: bool = False) -> BackendSpec:
     tape = name.endswith("-tape")
     module = "trainer.backends.distribute_tape" if tape else "trainer.backends.distribute"

@@ -6,10 +6,10 @@ from __future__ import annotations
 from tasks.launch.launchers import cluster, horovodrun, process, slurm
 from tasks.launch.launchers.base import Launcher, Scheduler
 from tasks.params import Params
-from trainer.backends.registry import backend_spec
+from trainer.backends.registry import LauncherName, backend_spec
 
 # by the names backend specs give their launchers
-LAUNCHERS: dict[str, Launcher] = {"horovodrun": horovodrun.LAUNCHER, "cluster": cluster.LAUNCHER,
+LAUNCHERS: dict[LauncherName, Launcher] = {"horovodrun": horovodrun.LAUNCHER, "cluster": cluster.LAUNCHER,
                                   "process": process.LAUNCHER}
 
 

@@ -202,6 +202,10 @@ class JobSpec(Section):
     data_fingerprint: str  # the manifest's fingerprint of the data trained on (evaluation checks it is the same)
     metrics_retry_seconds: float  # how long epoch metrics wait for a tracking server that does not answer
     model_outputs: bool = True  # the lead writes test predictions and the SavedModel (trials and scaling runs: no)
+    # the job's copies of the user's code files train.model and train.loss name ("file.py:function"), beside the
+    # model (they travel with the job's files to every host); None: a catalog model, a Keras loss, or a package
+    model_source: Path | None = None
+    loss_source: Path | None = None
 
 
 class TrainerConfig(BaseModel):

@@ -1,20 +1,24 @@
 """Per-rank tf.data input pipeline over the prepared TFRecord shards.
 
-this rank's share of the shards (trainer/sharding.py) -> parallel interleaved reads, then
+this rank's share of the shards (trainer/sharding.py) -> parallel interleaved reads, then, for images,
 - cached (evaluation, or a share that fits in memory): parse + decode (+ resize) -> cache -> seeded shuffle ->
   augmentation (training) -> batch -> float32 -> prefetch;
 - streamed (training on a share too large to cache): seeded shuffle of the serialized records -> parse + decode
-  of the crop window -> one resize -> augmentation -> batch -> prefetch.
+  of the crop window -> one resize -> augmentation -> batch -> prefetch;
+and for tensor data (float features and targets) the same without decode, resize or augmentation: parsed in
+batches, cached or streamed, shuffled and repeated alike.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable
 
-from trainer.prepared_data import feature_spec, shard_paths
+from trainer.prepared_data import data_kind, data_task, feature_shape, feature_spec, shard_paths, tensor_feature_spec
 from trainer.sharding import RankShare, rank_share
 
 CROP_FRACTION = 0.875  # the random crop keeps 7/8 of each side (nvcnn_hvd's distortions)
+PARSE_BATCH = 256  # tensor records parsed at once
 
 
 def as_written(function: Callable) -> Callable:
@@ -46,8 +50,11 @@ def _records(data_dir: Path, manifest: dict[str, Any], split: str, share: RankSh
                              deterministic=not training)
 
 
-def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -> tuple[int, int, int]:
-    """(height, width, channels) the model sees: image_size square when given, else the data's shape."""
+def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -> tuple[int, ...]:
+    """The shape of one example as the model sees it: for images (height, width, channels), image_size square when
+    given, else the data's shape; for tensor data its feature shape (image_size does not apply)."""
+    if data_kind(manifest) == "tensor":
+        return feature_shape(manifest)
     height, width, channels = manifest["image_shape"]
     return (image_size, image_size, channels) if image_size else (height, width, channels)
 
@@ -112,25 +119,34 @@ def augment(image: Any, shape: tuple[int, int, int], ops: tuple[str, ...]) -> An
     return tf.clip_by_value(image, 0.0, 255.0)
 
 
-def decoded_bytes(records: int, shape: tuple[int, int, int]) -> int:
-    """Memory the decoded uint8 images of `records` records take at the model's input shape."""
-    return records * shape[0] * shape[1] * shape[2]
+def decoded_bytes(records: int, shape: tuple[int, ...], value_bytes: int = 1) -> int:
+    """Memory `records` decoded records take at the model's input shape: uint8 images (value_bytes 1) or float32
+    features (4)."""
+    return records * math.prod(shape) * value_bytes
 
 
-def cache_in_memory(setting: str | bool, records: int, shape: tuple[int, int, int], available: int,
-                    processes: int) -> bool:
+def cache_in_memory(setting: str | bool, records: int, shape: tuple[int, ...], available: int,
+                    processes: int, value_bytes: int = 1) -> bool:
     """Whether a rank keeps its decoded training share in memory: `auto` only when it fits well inside its part of
-    the host's available memory (a quarter of it, shared by the host's processes)."""
+    the host's available memory (a quarter of it, shared by the host's processes). value_bytes: 1 for images,
+    4 for tensor data (value_bytes_of)."""
     if setting != "auto":
         return bool(setting)
-    return decoded_bytes(records, shape) <= available // (4 * max(1, processes))
+    return decoded_bytes(records, shape, value_bytes) <= available // (4 * max(1, processes))
+
+
+def value_bytes_of(manifest: dict[str, Any]) -> int:
+    """Bytes per value of the decoded data: uint8 images 1, float32 tensor data 4."""
+    return 4 if data_kind(manifest) == "tensor" else 1
 
 
 def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: int = 0, size: int = 1,
                  batch_size: int = 32, training: bool = False, seed: int = 0, shard_seed: int = 0,
-                 input_shape: tuple[int, int, int] | None = None, augment_ops: tuple[str, ...] = (),
-                 cache: bool = True) -> Any:
-    """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's share of `split`.
+                 input_shape: tuple[int, ...] | None = None, augment_ops: tuple[str, ...] = (),
+                 cache: bool = True, task: str = "auto") -> Any:
+    """Batched (float32 image 0..255 of input_shape, int32 label) of this rank's share of `split`; for tensor data
+    (float32 features [B, *feature_shape], targets): int32 class ids [B] when `task` (data_task: auto is the
+    data's own) is classification, float32 [B, k] for regression; no augmentation.
 
     Training: the shares are cut by shard_seed (the same on every rank; trainer/sharding.py), cached decoded (cache)
     or streamed (decoded afresh each epoch), shuffled by `seed`, repeated and augmented by augment_ops.
@@ -139,6 +155,8 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     import tensorflow as tf
     share = rank_share(manifest, split, rank, size, shard_seed if training else None)
     records = _records(data_dir, manifest, split, share, training, seed)
+    if data_kind(manifest) == "tensor":
+        return _tensor_batches(records, manifest, data_task(manifest, task), batch_size, training, seed, cache)
     if training and not cache:
         return _streamed(records, manifest, input_shape, batch_size, seed, augment_ops)
     images, shape = _decoded(records, manifest, input_shape)
@@ -149,18 +167,62 @@ def rank_dataset(data_dir: Path, manifest: dict[str, Any], split: str, *, rank: 
     return batches.map(as_written(_as_float), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
+def tensor_parser(manifest: dict[str, Any], task: str) -> Callable[[Any], tuple[Any, Any]]:
+    """A batch of serialized tensor records -> (float32 features [B, *feature_shape], targets): int32 class ids [B]
+    for classification, float32 [B, k] for regression."""
+    import tensorflow as tf
+    spec, shape = tensor_feature_spec(manifest), list(feature_shape(manifest))
+
+    def parse(serialized: Any) -> tuple[Any, Any]:
+        parsed = tf.io.parse_example(serialized, spec)
+        targets = parsed["y"]
+        if task == "classification":
+            targets = tf.cast(tf.round(targets[:, 0]), tf.int32)
+        return tf.reshape(parsed["x"], [-1, *shape]), targets
+    return as_written(parse)
+
+
+def _tensor_examples(records: Any, manifest: dict[str, Any], task: str) -> Any:
+    """(features, target) of each serialized record, parsed in batches (far fewer tf.data steps than one by one)."""
+    import tensorflow as tf
+    return records.batch(PARSE_BATCH).map(tensor_parser(manifest, task),
+                                          num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+
+def _tensor_batches(records: Any, manifest: dict[str, Any], task: str, batch_size: int, training: bool, seed: int,
+                    cache: bool) -> Any:
+    """Batches of tensor data: training cached (parsed once) or streamed (the serialized records shuffled), shuffled
+    by `seed`, repeated, only full batches; evaluation read once in order."""
+    import tensorflow as tf
+    if training and not cache:
+        batches = records.shuffle(4096, seed=seed).repeat().batch(batch_size, drop_remainder=True).map(
+            tensor_parser(manifest, task), num_parallel_calls=tf.data.AUTOTUNE)
+    elif training:
+        examples = _tensor_examples(records, manifest, task).cache().shuffle(4096, seed=seed).repeat()
+        batches = examples.batch(batch_size, drop_remainder=True)
+    else:
+        batches = records.batch(batch_size).map(tensor_parser(manifest, task), num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
 def service_dataset(data_dir: Path, manifest: dict[str, Any], *, dispatcher: str, job_name: str, batch_size: int,
-                    seed: int, input_shape: tuple[int, int, int], augment_ops: tuple[str, ...] = ()) -> Any:
+                    seed: int, input_shape: tuple[int, ...], augment_ops: tuple[str, ...] = (),
+                    task: str = "auto") -> Any:
     """Endless training batches of the whole split through the tf.data service, for consumers that take steps
     independently (parameter-server workers): per epoch the dispatcher hands every shard to one tf.data worker
     and every batch to one consumer of the job, so the consumers read disjoint parts that cover the split (the
     tf.data service's "distributed_epoch" mode, TensorFlow's way to exactly-once visitation with
-    ParameterServerStrategy)."""
+    ParameterServerStrategy). Tensor data: as rank_dataset's, by `task`, without augmentation."""
     import tensorflow as tf
     share = rank_share(manifest, "train", 0, 1, seed)
     # A splittable source: one piece per shard, read in order; the tf.data worker shuffles what it is given.
-    images, shape = _decoded(_records(data_dir, manifest, "train", share, False, seed), manifest, input_shape)
-    batches = _batched(images.shuffle(4096), shape, batch_size, False, augment_ops)  # the last one may be short
+    records = _records(data_dir, manifest, "train", share, False, seed)
+    if data_kind(manifest) == "tensor":
+        examples = _tensor_examples(records, manifest, data_task(manifest, task))
+        batches = examples.shuffle(4096).batch(batch_size)  # the last one may be short
+    else:
+        images, shape = _decoded(records, manifest, input_shape)
+        batches = _batched(images.shuffle(4096), shape, batch_size, False, augment_ops)  # the last may be short
     service = tf.data.experimental.service
     shared = batches.apply(service.distribute("distributed_epoch", f"grpc://{dispatcher}", job_name=job_name))
     # Each repetition is a new epoch of the same job, which the consumers again share; full batches are made

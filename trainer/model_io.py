@@ -1,5 +1,6 @@
-"""A trained model's directory: catalog spec + weights (rebuilt without Horovod or a strategy) and the training
-summary the lead process writes beside them."""
+"""A trained model's directory: its spec (the catalog's or the user's builder, its arguments, shapes) + weights
+(rebuilt without Horovod or a strategy), the job's copy of the user's model file, and the training summary the lead
+process writes beside them."""
 from __future__ import annotations
 
 import json
@@ -33,10 +34,17 @@ def read_spec(model_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def source_in(source: Path | None, job_dir: Path) -> str | None:
+    """Where the job's copy of the user's model file lies in its model directory (None: no file)."""
+    return str(source.relative_to(job_dir)) if source else None
+
+
 def load_model(model_dir: Path) -> Any:
-    """Rebuild a trained model from its spec and weights."""
+    """Rebuild a trained model from its spec (the user's builder from the copy of its file beside it) and weights."""
     spec = read_spec(model_dir)
-    model = build_model(spec["model"], tuple(spec["input_shape"]), spec["num_classes"])
+    source = Path(model_dir) / spec["model_source"] if spec.get("model_source") else None
+    model = build_model(spec["model"], tuple(spec["input_shape"]), spec["num_classes"], spec.get("model_args"),
+                        source)
     model.load_weights(str(Path(model_dir) / MODEL_WEIGHTS))
     return model
 

@@ -26,16 +26,19 @@ PARITY_IMAGES = 256
 BATCH = 256
 
 
-def write_savedmodel(model: Any, path: Path, class_names: list[str]) -> None:
+def write_savedmodel(model: Any, path: Path, class_names: list[str],
+                     input_shape: tuple[int, ...] | None = None) -> None:
     """Save a trained Keras model's signatures with the variables they read: `serving_default` (float32 images of
     the model's input -> probabilities, class indices) and `serving_bytes` (encoded images -> class names, scores;
     trainer/serving_bytes.py). The SavedModel holds those functions, not the Keras object: its readers (the reload
     check, the MLflow model, serving) use the signatures only, and the Keras object's per-layer call traces made
-    saving about 6 times slower (measured: 2.7 s against 0.4 s for the digits' model)."""
+    saving about 6 times slower (measured: 2.7 s against 0.4 s for the digits' model). `input_shape`: one
+    example's, where the model does not say it (a subclassed model)."""
     import tensorflow as tf
 
     from trainer.serving_bytes import BYTES_SIGNATURE, bytes_signature
-    spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32, name="images")
+    shape = tuple(input_shape or model.input_shape[1:])
+    spec = tf.TensorSpec([None, *shape], tf.float32, name="images")
 
     @tf.function(input_signature=[spec], autograph=False)
     def serve(images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -44,7 +47,7 @@ def write_savedmodel(model: Any, path: Path, class_names: list[str]) -> None:
 
     holder = tf.Module()
     holder.model_variables = list(model.variables)  # what serve reads; saved with it
-    serve_bytes = bytes_signature(model, tuple(model.input_shape[1:]), class_names)
+    serve_bytes = bytes_signature(model, shape, class_names)
     tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve, BYTES_SIGNATURE: serve_bytes})
 
 
@@ -83,7 +86,8 @@ def write_model_outputs(model_dir: Path, data_dir: Path, manifest: dict[str, Any
     probabilities, labels, images = split_predictions(model, data_dir, manifest, "test", input_shape)
     tmp = model_dir / f".tmp-{SAVEDMODEL}"
     shutil.rmtree(tmp, ignore_errors=True)
-    write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])])
+    write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])],
+                     input_shape)
     shutil.rmtree(model_dir / SAVEDMODEL, ignore_errors=True)
     os.replace(tmp, model_dir / SAVEDMODEL)
     sample = images[:PARITY_IMAGES]

@@ -1,14 +1,32 @@
-"""The model catalog: a name maps to one builder function (input shape, class count) -> tf.keras.Model.
+"""The models a job trains: the catalog's, by name, or the user's own builder, by import path.
 
-Names and minimum input sizes are known without importing TensorFlow, so parameters validate fast.
-Every model takes raw pixel values (0..255) and ends in a float32 softmax (safe under mixed precision).
+A catalog name maps to one builder (input shape, class count) -> tf.keras.Model; names and minimum input sizes are
+known without importing TensorFlow, so parameters validate fast. Every catalog model takes raw pixel values (0..255)
+and ends in a float32 softmax (safe under mixed precision).
+The user's builder is named "path/to/file.py:function" (a file: the job's copy of it, `source`, is what the ranks
+import) or "package.module:function" (importable where the ranks run), and called as
+function(input_shape, outputs, **train.model_args) -> a Keras model (docs/your-model.md). What goes wrong in it is
+one line naming the file and line (ModelCodeError).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 ModelBuilder = Callable[[tuple[int, int, int], int], Any]
+
+
+class ModelCodeError(ValueError):
+    """The user's model or loss code cannot give what the job needs; the message is one line naming the file and
+    line where that applies."""
+    bad_input = True
 
 
 @dataclass(frozen=True)
@@ -28,16 +46,122 @@ def catalogued(name: str, min_size: int) -> Callable[[ModelBuilder], ModelBuilde
     return add
 
 
-def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int) -> Any:
-    """The registered model for this input shape and class count."""
+def build_model(name: str, input_shape: tuple[int, ...], outputs: int, model_args: dict[str, Any] | None = None,
+                source: Path | None = None) -> Any:
+    """The catalog's model of that name, or the user's builder's, for this input shape and output size (the class
+    count, or the number of targets), checked to be a Keras model whose outputs fit."""
     if name not in MODEL_CATALOG:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODEL_CATALOG))}")
+        return user_model(name, tuple(input_shape), outputs, model_args or {}, source)
+    if model_args:
+        raise ModelCodeError(f"model {name} is the catalog's: it takes no train.model_args (got "
+                             f"{', '.join(sorted(model_args))})")
     entry = MODEL_CATALOG[name]
-    if min(input_shape[:2]) < entry.min_size:
-        raise ValueError(f"model {name} needs inputs of at least {entry.min_size}x{entry.min_size}, "
-                         f"got {input_shape[0]}x{input_shape[1]} (set input.image_size)")
+    if len(input_shape) != 3 or min(input_shape[:2]) < entry.min_size:
+        raise ModelCodeError(f"model {name} needs images of at least {entry.min_size}x{entry.min_size}, got inputs "
+                             f"of shape {tuple(input_shape)} (set input.image_size, or bring a model of your own)")
     height, width, channels = input_shape
-    return entry.build((height, width, channels), num_classes)
+    return entry.build((height, width, channels), outputs)
+
+
+def user_model(name: str, input_shape: tuple[int, ...], outputs: int, model_args: dict[str, Any],
+               source: Path | None) -> Any:
+    """The user's builder called, its result checked: a Keras model whose last axis holds `outputs` values."""
+    import tensorflow as tf
+    build = user_function(name, source)
+    try:
+        model = build(input_shape, outputs, **model_args)
+    except Exception as error:  # the user's code: whatever it raises is told in one line
+        raise ModelCodeError(f"{raised_at(error, build)}: {name} raised {type(error).__name__}: {error}") from None
+    if not isinstance(model, tf.keras.Model):
+        raise ModelCodeError(f"{defined_at(build)}: {name} returned {type(model).__name__}, not a Keras model "
+                             "(tf.keras.Model, Sequential or a subclass)")
+    try:  # a subclassed model knows its output's shape only once called
+        produced = model(tf.zeros((1, *input_shape)), training=False)
+    except Exception as error:  # the user's call(): whatever it raises is told in one line
+        raise ModelCodeError(f"{raised_at(error, build)}: {name}'s model cannot take inputs of shape {input_shape}: "
+                             f"{type(error).__name__}: {error}") from None
+    if not isinstance(produced, tf.Tensor) or produced.shape.rank < 2 or produced.shape[-1] != outputs:
+        shape = tuple(produced.shape) if isinstance(produced, tf.Tensor) else type(produced).__name__
+        raise ModelCodeError(f"{defined_at(build)}: {name} gives outputs of shape {shape}, but the data needs "
+                             f"[batch, {outputs}]: {outputs} per example")
+    return model
+
+
+def user_function(name: str, source: Path | None = None) -> Callable[..., Any]:
+    """The function an import path names ("file.py:function" from `source`, or the file as named; or
+    "package.module:function"), imported."""
+    module_name, _, function = name.rpartition(":")
+    module = user_module(module_name, source)
+    found = getattr(module, function, None)
+    if not callable(found):
+        defined = sorted(key for key, value in vars(module).items() if inspect.isfunction(value)
+                         and value.__module__ == module.__name__)
+        raise ModelCodeError(f"{module_name}: no function {function} (it defines: {', '.join(defined) or 'none'})")
+    return found
+
+
+def user_module(module_name: str, source: Path | None) -> ModuleType:
+    """A user's module: a file, imported from `source` (else the path as named) under a name of its own, or an
+    importable module."""
+    if not module_name.endswith(".py"):
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name and module_name.startswith(error.name):
+                raise ModelCodeError(f"no module {module_name} here (is its package installed?)") from None
+            raise ModelCodeError(f"{raised_at(error)}: importing {module_name}: {error}") from None
+        except Exception as error:  # the user's code at import
+            raise ModelCodeError(f"{raised_at(error)}: importing {module_name}: {type(error).__name__}: "
+                                 f"{error}") from None
+    path = source or Path(module_name)
+    if not path.is_file():
+        raise ModelCodeError(f"model file {module_name} does not exist ({path.resolve()})")
+    return imported_file(module_name, path)
+
+
+def imported_file(shown: str, path: Path) -> ModuleType:
+    """The file imported as a module of its own (named after its content's place), once per process."""
+    module_name = "ringflow_user_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as error:
+        del sys.modules[module_name]
+        raise ModelCodeError(f"{shown}:{error.lineno}: {error.msg}") from None
+    except Exception as error:  # the user's code at import
+        del sys.modules[module_name]
+        line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
+                     if Path(frame.filename) == path), None)
+        raise ModelCodeError(f"{shown}:{line}: importing it raised {type(error).__name__}: {error}") from None
+    return module
+
+
+def raised_at(error: BaseException, function: Callable[..., Any] | None = None) -> str:
+    """`file:line` of the deepest frame of the user's code in the error's traceback (its function's file when
+    given; else the deepest frame outside ringflow, TensorFlow and Keras)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    home = inspect.getsourcefile(function) if function else None
+    ours = [frame for frame in frames if (frame.filename == home if home else not foreign(frame.filename))]
+    frame = ours[-1] if ours else (frames[-1] if frames else None)
+    return f"{frame.filename}:{frame.lineno}" if frame else "?"
+
+
+def foreign(filename: str) -> bool:
+    """Whether a frame's file is ringflow's or a library's, not the user's."""
+    return any(part in filename for part in ("site-packages", "/trainer/", "/tasks/", "<frozen", "/lib/python"))
+
+
+def defined_at(function: Callable[..., Any]) -> str:
+    """`file:line` where a function is defined."""
+    try:
+        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return getattr(function, "__qualname__", "?")
 
 
 def _layers() -> Any:

@@ -1,5 +1,6 @@
-"""The prepared data as the processes read it: the manifest, the shard files, and the TFRecord image schema
-(tf.train.Example) as readers parse it. The writer, without TensorFlow, is tasks/data/tfrecord_writer.py."""
+"""The prepared data as the processes read it: the manifest, the shard files, and the TFRecord schemas
+(tf.train.Example) of images and of tensor data as readers parse them. The writer, without TensorFlow, is
+tasks/data/tfrecord_writer.py."""
 from __future__ import annotations
 
 import json
@@ -22,6 +23,23 @@ def feature_spec() -> dict[str, Any]:
         "image/width": tf.io.FixedLenFeature([], tf.int64),
         "image/channels": tf.io.FixedLenFeature([], tf.int64),
     }
+
+
+def feature_shape(manifest: dict[str, Any]) -> tuple[int, ...]:
+    """The shape of one example's features (tensor data)."""
+    return tuple(int(v) for v in manifest["feature_shape"])
+
+
+def target_count(manifest: dict[str, Any]) -> int:
+    """The number of targets per example (tensor data; 1 for a class id)."""
+    return int(math.prod(manifest.get("target_shape") or [1]))
+
+
+def tensor_feature_spec(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The parsing spec of a tensor record: "x", the features flattened (row-major), "y", the targets; float32."""
+    import tensorflow as tf
+    return {"x": tf.io.FixedLenFeature([math.prod(feature_shape(manifest))], tf.float32),
+            "y": tf.io.FixedLenFeature([target_count(manifest)], tf.float32)}
 
 
 def read_manifest(data_dir: Path) -> dict[str, Any]:

@@ -11,11 +11,12 @@ import tensorflow as tf
 
 from trainer.backends.registry import backend_spec
 from trainer.callbacks import EpochReport, Throughput
-from trainer.config import TrainerConfig
+from trainer.config import IMPORT_PATH, TrainerConfig
 from trainer.data import cache_in_memory, model_input_shape
 from trainer.metrics_sink import metric_sink
-from trainer.model_io import save_model, write_train_summary
+from trainer.model_io import save_model, source_in, write_train_summary
 from trainer.model_outputs import write_model_outputs
+from trainer.models import ModelCodeError, build_model, user_function
 from trainer.prepared_data import read_manifest
 from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
@@ -106,9 +107,30 @@ def make_optimizer(run: Plan) -> tf.keras.optimizers.Optimizer:
     return tf.keras.optimizers.legacy.Adam(WarmupSchedule(*run.learning_rate, run.warmup_steps))
 
 
-def loss_function(reduction: str = "auto") -> tf.keras.losses.Loss:
-    return tf.keras.losses.SparseCategoricalCrossentropy(
-        reduction=tf.keras.losses.Reduction.NONE if reduction == "none" else tf.keras.losses.Reduction.AUTO)
+def loss_function(config: TrainerConfig, reduction: str = "auto") -> Any:
+    """train.loss: the task's (sparse categorical crossentropy on probabilities), a Keras loss by name, or the
+    user's function (y_true, y_pred) -> a loss per example; per example when reduction is "none" (the custom
+    loops average it over the global batch)."""
+    name = config.train.loss
+    none = reduction == "none"
+    if name is None:
+        return tf.keras.losses.SparseCategoricalCrossentropy(
+            reduction=tf.keras.losses.Reduction.NONE if none else tf.keras.losses.Reduction.AUTO)
+    if IMPORT_PATH.fullmatch(name):
+        return user_function(name, config.job.loss_source)  # a function: no reduction of its own
+    try:
+        loss = tf.keras.losses.get(name)
+    except ValueError:
+        raise ModelCodeError(f"train.loss {name!r} is no Keras loss") from None
+    if isinstance(loss, tf.keras.losses.Loss) and none:
+        loss.reduction = tf.keras.losses.Reduction.NONE
+    return loss
+
+
+def job_model(config: TrainerConfig, run: Plan) -> tf.keras.Model:
+    """The model the job trains (the catalog's, or the user's from the job's copy of their file)."""
+    return build_model(config.train.model, run.input_shape, run.manifest["num_classes"], config.train.model_args,
+                       config.job.model_source)
 
 
 def tensorboard_dir(config: TrainerConfig) -> Path:
@@ -153,8 +175,9 @@ def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, histor
                  started_epoch: int) -> None:
     """The final model (spec + weights), what the steps after the training read (when the job asks for it), and
     last a summary of the run (the mark of a finished training), into out_dir."""
-    spec = {"model": config.train.model, "input_shape": list(run.input_shape),
-            "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"]}
+    spec = {"model": config.train.model, "model_args": config.train.model_args, "input_shape": list(run.input_shape),
+            "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"],
+            "model_source": source_in(config.job.model_source, config.job.out_dir)}
     save_model(model, spec, out_dir)
     if out_dir == config.job.out_dir and config.job.model_outputs:  # the lead's copy, for the steps after training
         write_model_outputs(out_dir, config.job.data_dir, run.manifest)

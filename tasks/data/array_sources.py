@@ -1,4 +1,4 @@
-"""Array sources: `digits` (scikit-learn's, built in) and `npz:<path>` (arrays in an .npz file)."""
+"""Array sources: `digits` (scikit-learn's, built in) and `npz:<path>` (arrays in an .npz file: images or tensors)."""
 from __future__ import annotations
 
 from importlib.metadata import version
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tasks.data.source_data import SPLIT_ALIASES, SourceData, SourceError, SplitData, file_sha256
+from tasks.data.tensor_source import class_ids, float_features, target_matrix, tensor_source
 from tasks.paths import resolve_path
 
 
@@ -25,16 +26,16 @@ def load_digits() -> SourceData:
                       {"train": SplitData(bunch.target.astype(np.int64), arrays=images)}, digits_identity())
 
 
-def _as_uint8_images(x: np.ndarray, where: str) -> np.ndarray:
-    if x.ndim == 3:
-        x = x[..., np.newaxis]
-    if x.ndim != 4 or x.shape[-1] not in (1, 3, 4):
-        raise SourceError(f"{where}: images must be (N, H, W) or (N, H, W, 1|3|4), got {x.shape}")
-    if x.dtype != np.uint8:
-        if x.min() < 0 or x.max() > 255:
-            raise SourceError(f"{where}: pixel values must lie in 0..255 (got {x.min()}..{x.max()})")
-        x = np.rint(x * 255.0 if x.max() <= 1.0 else x).astype(np.uint8)
-    return x
+def _as_uint8_images(x: np.ndarray) -> np.ndarray:
+    return (x[..., np.newaxis] if x.ndim == 3 else x).astype(np.uint8)
+
+
+def _image_like(x: np.ndarray, y: np.ndarray) -> bool:
+    """Integer pixels 0..255 of shape (N, H, W) or (N, H, W, 1|3|4) with one class id per image: image data."""
+    shaped = x.ndim == 3 or (x.ndim == 4 and x.shape[-1] in (1, 3, 4))
+    pixels = x.dtype.kind in "ui" and shaped and (not x.size or (x.min() >= 0 and x.max() <= 255))
+    ids = y.dtype.kind in "biuf" and y.size == len(y) and (y.dtype.kind != "f" or bool(np.isfinite(y).all()))
+    return bool(pixels and ids and (not y.size or (y.min() >= 0 and np.all(y == np.round(y)))))
 
 
 def _npz_split_keys(keys: set[str]) -> dict[str, tuple[str, str]]:
@@ -62,22 +63,51 @@ def open_npz(path: Path) -> Any:
     return arrays
 
 
+def _npz_classes(arrays: Any) -> list[str] | None:
+    return [str(c) for c in arrays["classes"]] if "classes" in arrays.files else None
+
+
+def _named_targets(loaded: dict[str, tuple[np.ndarray, np.ndarray]], classes: list[str] | None,
+                   where: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str] | None]:
+    """String targets (class names) -> class ids, over all splits (the classes' order, else sorted names)."""
+    if not any(y.dtype.kind in "US" for _, y in loaded.values()):
+        return loaded, classes
+    if classes is None:
+        classes = sorted({str(name) for _, y in loaded.values() for name in y.reshape(-1).tolist()})
+    return {split: (x, class_ids(y, classes, f"{where}:{split}")[0]) for split, (x, y) in loaded.items()}, classes
+
+
 def load_npz(argument: str) -> SourceData:
-    """Arrays from an .npz file; `classes` (names) is optional."""
+    """Arrays from an .npz file (`classes`, names, optional): images (uint8 pixels with class ids or names) or tensor
+    data (float features of any shape, or targets that are not class ids: tasks/data/tensor_source.py)."""
     path = resolve_path(argument)
     if not path.is_file():
         raise SourceError(f"npz file not found: {path}")
-    with open_npz(path) as arrays:
-        splits = {split: SplitData(arrays[y].astype(np.int64).reshape(-1),
-                                   arrays=_as_uint8_images(arrays[x], f"{path.name}:{x}"))
-                  for split, (x, y) in _npz_split_keys(set(arrays.files)).items()}
-        labels = np.concatenate([s.labels for s in splits.values()])
-        classes = ([str(c) for c in arrays["classes"]] if "classes" in arrays.files
-                   else [str(i) for i in range(int(labels.max()) + 1)])
+    with open_npz(path) as npz:
+        keys = _npz_split_keys(set(npz.files))
+        loaded = {split: (npz[x], npz[y]) for split, (x, y) in keys.items()}
+        classes = _npz_classes(npz)
+    named = any(y.dtype.kind in "US" for _, y in loaded.values())
+    loaded, classes = _named_targets(loaded, classes, path.name)
+    identity = {"sha256": file_sha256(path)}
+    if all(_image_like(x, y) for x, y in loaded.values()):
+        return _image_npz(argument, path, loaded, classes, identity)
+    splits = {split: (float_features(x, f"{path.name}:{keys[split][0]}"),
+                      target_matrix(y, f"{path.name}:{keys[split][1]}")) for split, (x, y) in loaded.items()}
+    return tensor_source(f"npz:{argument}", splits, identity, classes=classes, class_names_only=named)
+
+
+def _image_npz(argument: str, path: Path, loaded: dict[str, tuple[np.ndarray, np.ndarray]],
+               classes: list[str] | None, identity: dict[str, Any]) -> SourceData:
+    """Image data from uint8 pixels and class ids (PNG records, as ever)."""
+    splits = {split: SplitData(y.astype(np.int64).reshape(-1), arrays=_as_uint8_images(x))
+              for split, (x, y) in loaded.items()}
+    labels = np.concatenate([s.labels for s in splits.values()])
+    classes = classes if classes is not None else [str(i) for i in range(int(labels.max(initial=0)) + 1)]
     for split, data in splits.items():
         images = len(data.arrays) if data.arrays is not None else 0
         if images != len(data.labels):
             raise SourceError(f"{path.name}: {split} has {images} images but {len(data.labels)} labels")
-    if labels.min() < 0 or labels.max() >= len(classes):
+    if len(labels) and labels.max() >= len(classes):
         raise SourceError(f"{path.name}: labels must lie in 0..{len(classes) - 1}")
-    return SourceData(f"npz:{argument}", classes, splits, {"sha256": file_sha256(path)})
+    return SourceData(f"npz:{argument}", classes, splits, identity)

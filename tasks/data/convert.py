@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from tasks.data.source_data import IMAGE_SUFFIXES, SplitData
-from tasks.data.tfrecord_writer import TFRecordFile, encode_example
+from tasks.data.tfrecord_writer import TFRecordFile, encode_example, encode_tensor_example
 
 CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "F": 1, "LA": 2, "PA": 4, "RGBA": 4}
 IN_PROCESS_BELOW = 16 << 20  # bytes of source: less than this is converted in this process (no worker start-up)
@@ -127,11 +127,21 @@ def _encoded(job: ShardJob) -> Iterator[tuple[str, tuple[bytes, str, tuple[int, 
             yield name, BadImage(str(error))
 
 
+def _entry(writer: TFRecordFile, shapes: Counter, formats: Counter, bad: list[dict[str, str]]) -> dict[str, Any]:
+    return {"file": writer.path.name, "count": writer.count, "bytes": writer.bytes,
+            "sha256": writer.sha256.hexdigest(), "shapes": shapes, "formats": formats, "bad": bad}
+
+
 def write_shard(job: ShardJob) -> dict[str, Any]:
     """Write one shard (atomically), leaving out images that cannot be decoded; returns its manifest entry plus
-    shape and format counts and the images left out, with their reasons."""
+    shape and format counts and the images left out, with their reasons (none for tensor data)."""
     shapes, formats, bad = Counter[tuple[int, ...]](), Counter[str](), []
+    features = job.data.features
     with TFRecordFile(Path(job.path)) as writer:
+        if features is not None:
+            for example, targets in zip(features, job.data.labels):
+                writer.write(encode_tensor_example(example, targets))
+            return _entry(writer, shapes, formats, bad)
         for (name, encoded), label in zip(_encoded(job), job.data.labels):
             if isinstance(encoded, BadImage):
                 bad.append({"file": name, "reason": str(encoded)})
@@ -140,13 +150,14 @@ def write_shard(job: ShardJob) -> dict[str, Any]:
             writer.write(encode_example(blob, image_format, int(label), shape))
             shapes[tuple(int(v) for v in shape)] += 1
             formats[image_format] += 1
-    return {"file": Path(job.path).name, "count": writer.count, "bytes": writer.bytes,
-            "sha256": writer.sha256.hexdigest(), "shapes": shapes, "formats": formats, "bad": bad}
+    return _entry(writer, shapes, formats, bad)
 
 
 def estimated_bytes(data: SplitData, sample: int = 64) -> int:
     """Expected size of a split's shards."""
-    if data.blobs is not None:
+    if data.features is not None:
+        payload = 4 * (data.features.size + data.labels.size)  # float32 values
+    elif data.blobs is not None:
         payload = sum(len(blob) for blob in data.blobs)
     elif data.files is not None:
         payload = sum(os.path.getsize(f) for f in data.files)

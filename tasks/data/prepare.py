@@ -1,4 +1,5 @@
-"""prepare: a dataset source -> train / validation / test TFRecord shards plus manifest.json.
+"""prepare: a dataset source -> train / validation / test TFRecord shards plus manifest.json (images: encoded image
+records; tensor data: float features and targets, tasks/data/tfrecord_writer.py).
 
 Skipped (no conversion work) when the manifest already there was made from the same source and params.
 """
@@ -22,6 +23,7 @@ from tasks.paths import PREPARED_DIR, resolve_path
 from trainer.prepared_data import MANIFEST_NAME, SPLITS, read_manifest
 
 FORMAT_VERSION = 2
+MAX_STATS_FEATURES = 4096  # feature positions up to which the manifest holds their mean and std
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,23 @@ def shape_statistics(shapes: Counter) -> dict[str, Any]:
                             "most_common": [[list(s), n] for s, n in shapes.most_common(5)]}}
 
 
-def build_manifest(source: SourceData, params: DataParams, results: dict[str, list[dict]]) -> dict[str, Any]:
+def tensor_fields(source: SourceData, train: SplitData) -> dict[str, Any]:
+    """What a manifest of tensor data says of its features and targets (feature_stats: over train, per feature
+    position, when there are at most MAX_STATS_FEATURES of them)."""
+    info, features = source.tensor, train.features
+    assert info is not None and features is not None  # tensor data
+    flat = features.reshape(len(features), -1).astype(np.float64)
+    stats = ({"mean": [float(v) for v in flat.mean(axis=0)], "std": [float(v) for v in flat.std(axis=0)]}
+             if flat.shape[1] <= MAX_STATS_FEATURES else None)
+    return {"kind": "tensor", "task": info.task, "feature_shape": [int(v) for v in features.shape[1:]],
+            "feature_names": info.feature_names, "target_shape": [int(train.labels.shape[1])],
+            "target_names": info.target_names, "integer_targets": info.integer_targets,
+            "class_names_only": info.class_names_only, "feature_stats": stats}
+
+
+def build_manifest(source: SourceData, params: DataParams, results: dict[str, list[dict]],
+                   train: SplitData) -> dict[str, Any]:
+    """The manifest: the source, params and fingerprint, the classes, the data's shapes and every shard."""
     shapes, formats, skipped = Counter[str](), Counter[str](), []
     splits = {}
     for split, shard_results in results.items():
@@ -97,10 +115,11 @@ def build_manifest(source: SourceData, params: DataParams, results: dict[str, li
             formats.update(result.pop("formats"))
             skipped += [bad | {"split": split} for bad in result.pop("bad")]
         splits[split] = {"count": sum(r["count"] for r in shard_results), "shards": shard_results}
+    described = (tensor_fields(source, train) if source.tensor is not None else
+                 {"kind": "image", "task": "classification", "formats": dict(formats), **shape_statistics(shapes)})
     return {"format_version": FORMAT_VERSION, "fingerprint": fingerprint(params), "source": source.name,
             "source_identity": source.identity, "params": params.model_dump(), "classes": source.classes,
-            "num_classes": len(source.classes), "formats": dict(formats), **shape_statistics(shapes),
-            "splits": splits, "skipped": skipped}
+            "num_classes": len(source.classes), **described, "splits": splits, "skipped": skipped}
 
 
 def check_bad_images(manifest: dict[str, Any], policy: str) -> None:
@@ -117,7 +136,7 @@ def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = T
     existing = up_to_date(out_dir, fingerprint(params))
     if existing is not None:
         return PrepareResult(existing, skipped=True)
-    source = load_source(params.dataset, tfds_dir(params), params.download)
+    source = load_source(params.dataset, tfds_dir(params), params.download, params.features, params.target)
     splits = carve_splits(source, params)
     with atomic_dir(out_dir) as tmp:
         jobs = {split: plan_shards(split, splits[split], tmp, params.shard_bytes, params.min_shards,
@@ -125,7 +144,7 @@ def prepare(params: DataParams, out_dir: Path = PREPARED_DIR, progress: bool = T
                 for split in SPLITS}
         written = run_jobs([job for split_jobs in jobs.values() for job in split_jobs], params.workers, progress)
         results = {split: [written[job.path] for job in split_jobs] for split, split_jobs in jobs.items()}
-        manifest = build_manifest(source, params, results)
+        manifest = build_manifest(source, params, results, splits["train"])
         check_bad_images(manifest, params.bad_images)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     return PrepareResult(manifest, skipped=False)

@@ -1,6 +1,7 @@
-"""Dataset sources by name: `digits`, `npz:<path>`, `folder:<path>` and `tfds:<name>[:<version>]`.
+"""Dataset sources by name: `digits`, `npz:<path>`, `folder:<path>`, `tfds:<name>[:<version>]` and `table:<path>`.
 
-Each loads into SourceData (tasks/data/source_data.py); the folder and tfds loaders are imported only when used.
+Each loads into SourceData (tasks/data/source_data.py); the folder, tfds and table loaders are imported only when
+used.
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from tasks.params import parse_dataset
 from tasks.paths import resolve_path
 
 
-def load_source(spec: str, data_dir: Path, download: bool) -> SourceData:
-    """Load the dataset named by `spec` (see the module docstring)."""
+def load_source(spec: str, data_dir: Path, download: bool, features: list[str] | None = None,
+                target: list[str] | str | None = None) -> SourceData:
+    """Load the dataset named by `spec` (see the module docstring); `features` and `target` name a table's
+    columns."""
     kind, argument = parse_dataset(spec)
     if kind == "digits":
         return load_digits()
@@ -26,6 +29,9 @@ def load_source(spec: str, data_dir: Path, download: bool) -> SourceData:
     if kind == "tfds":
         from tasks.data.tfds_source import load_tfds
         return load_tfds(argument, data_dir, download)
+    if kind == "table":
+        from tasks.data.table_source import load_table
+        return load_table(argument, features, target)
     raise SourceError(f"unknown dataset {spec!r}")
 
 
@@ -40,4 +46,7 @@ def source_identity(spec: str, data_dir: Path) -> dict[str, Any]:
         return load_folder(argument).identity
     if kind == "tfds":
         return {"tfds": argument, "data_dir": str(data_dir)}
+    if kind == "table":
+        from tasks.data.table_source import table_identity
+        return table_identity(argument)
     return digits_identity()

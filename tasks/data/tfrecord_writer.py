@@ -1,6 +1,6 @@
 """TFRecord files and tf.train.Example records written without TensorFlow (for conversion worker processes).
 
-The Example is encoded in protobuf's wire format for ringflow's fixed image schema; the tests check that
+The Example is encoded in protobuf's wire format for ringflow's fixed image and tensor schemas; the tests check that
 TensorFlow parses it to the same values. TFRecord framing: length, masked crc32c(length), data, masked crc32c(data).
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 import google_crc32c
+import numpy as np
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -73,6 +74,22 @@ def encode_example(encoded: bytes, image_format: str, label: int, shape: tuple[i
     entries = b"".join((image_entry, _format_entry(image_format), _int_entry(b"image/class/label", int(label)),
                         _int_entry(b"image/height", height), _int_entry(b"image/width", width),
                         _int_entry(b"image/channels", channels)))
+    return _field(1, entries)  # Example.features { feature: map entries }
+
+
+_X_KEY, _Y_KEY = _field(1, b"x"), _field(1, b"y")
+
+
+def _float_entry(key_field: bytes, values: np.ndarray) -> bytes:
+    """A map entry whose Feature is a float_list of packed little-endian float32 values."""
+    packed = _field(1, np.ascontiguousarray(values, dtype="<f4").tobytes())  # FloatList { packed value }
+    return _field(1, key_field + _field(2, _field(2, packed)))  # Feature.float_list
+
+
+def encode_tensor_example(features: np.ndarray, targets: np.ndarray) -> bytes:
+    """Serialized tf.train.Example of tensor data: "x", the features flattened row-major, and "y", the targets
+    (a class id as a float for classification), both FloatLists of float32."""
+    entries = _float_entry(_X_KEY, features.reshape(-1)) + _float_entry(_Y_KEY, targets.reshape(-1))
     return _field(1, entries)  # Example.features { feature: map entries }
 
 

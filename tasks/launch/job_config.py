@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tasks.launch.errors import PreflightError
 from tasks.params import Params
+from tasks.user_code import code_digests, copy_sources
 from tasks.versioning.run_state import code_digest
 from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epochs
 from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, read_config, write_config
@@ -30,8 +31,8 @@ def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
                      "stall_timeout_seconds", "timeout_minutes", "shared_fs", "network_interface"}
     train = params.train.model_dump(exclude=not_the_model
                                     | (set() if with_np else {"np", "hosts", "hostfile"}))
-    blob = json.dumps({"train": train, "input": params.input.model_dump(), "data": manifest.get("fingerprint")},
-                      sort_keys=True)
+    blob = json.dumps({"train": train, "input": params.input.model_dump(), "data": manifest.get("fingerprint"),
+                       "code": code_digests(params)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -68,12 +69,14 @@ def trained_already(params: Params, data_dir: Path, out_dir: Path, checkpoint_di
 def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path,
              model_outputs: bool = True) -> JobSpec:
     """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation,
-    whether the lead writes what evaluate, export and register read (trials and scaling runs skip those steps)."""
+    whether the lead writes what evaluate, export and register read (trials and scaling runs skip those steps), and
+    the job's copies of the user's code files (written into out_dir)."""
     manifest = read_manifest(data_dir)
-    return JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
-                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
-                   data_fingerprint=manifest["fingerprint"],
-                   metrics_retry_seconds=params.tracking.retry_minutes * 60, model_outputs=model_outputs)
+    job = JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                  checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
+                  data_fingerprint=manifest["fingerprint"],
+                  metrics_retry_seconds=params.tracking.retry_minutes * 60, model_outputs=model_outputs)
+    return copy_sources(params, job)
 
 
 def write_trainer_config(params: Params, job: JobSpec) -> Path:

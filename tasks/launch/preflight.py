@@ -7,6 +7,7 @@ contacts no host.
 """
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,12 @@ from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.probe import HostAnswer, interface_problem, probe_remote_hosts, remote_host_problem
 from tasks.launch.remote.shared_fs import fresh_token, hosts_without_shared_fs, shared_fs_problem
 from tasks.launch.remote.shipping import data_key
+from tasks.outputs.export import fresh_process
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
+from tasks.user_code import code_digests, code_file
 from trainer.backends.registry import backend_spec
-from trainer.config import TrainParams
+from trainer.config import IMPORT_PATH, TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
@@ -97,12 +100,42 @@ def check_data(params: Params, data_dir: Path, gpus_per_host: int) -> None:
         manifest = read_manifest(data_dir)
     except FileNotFoundError as error:
         raise PreflightError(str(error)) from None
-    shape = model_input_shape(manifest, params.input.image_size)
-    needed = MODEL_CATALOG[params.train.model].min_size
-    if min(shape[:2]) < needed:
-        raise PreflightError(f"model {params.train.model} needs inputs of at least {needed}x{needed}; "
-                             f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
+    check_model(params, manifest)
     check_global_batch(params, manifest, gpus_per_host)
+
+
+MODELS_BUILT: dict[str, str | None] = {}  # the user's models this process built for a data shape: why not, or None
+
+
+def check_model(params: Params, manifest: dict) -> None:
+    """The model fits the data: a catalog model's smallest input and no builder arguments; the user's model (and
+    loss) built once on the CPU, in the run's fresh TensorFlow process (export's, started ahead), where each
+    problem of the user's code is one line naming its file and line."""
+    train, shape = params.train, model_input_shape(manifest, params.input.image_size)
+    if train.model in MODEL_CATALOG:
+        needed = MODEL_CATALOG[train.model].min_size
+        if min(shape[:2]) < needed:
+            raise PreflightError(f"model {train.model} needs inputs of at least {needed}x{needed}; "
+                                 f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
+        if train.model_args:
+            raise PreflightError(f"model {train.model} is the catalog's: it takes no train.model_args")
+        if not (train.loss and IMPORT_PATH.fullmatch(train.loss)):
+            return
+    request = {"model": train.model, "source": code_path(train.model), "input_shape": list(shape),
+               "outputs": manifest["num_classes"], "model_args": train.model_args, "loss": train.loss,
+               "loss_source": code_path(train.loss)}
+    key = json.dumps([request, code_digests(params)], sort_keys=True, default=str)
+    if key not in MODELS_BUILT:
+        MODELS_BUILT[key] = fresh_process().ask("build", **request)
+    if problem := MODELS_BUILT[key]:
+        raise PreflightError(problem)
+
+
+def code_path(name: str | None) -> str | None:
+    """The workspace file an import path names, for the build check (None: a package's module, or no code)."""
+    if not name or not IMPORT_PATH.fullmatch(name) or not name.rpartition(":")[0].endswith(".py"):
+        return None
+    return str(code_file(name))
 
 
 def check_global_batch(params: Params, manifest: dict, gpus_per_host: int) -> None:

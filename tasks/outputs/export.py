@@ -52,7 +52,7 @@ class FreshProcess:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.said: list[str] = []  # what it printed besides its answers (its error, when it fails)
 
-    def ask(self, what: str, **request: str) -> Any:
+    def ask(self, what: str, **request: Any) -> Any:
         """The answer to one request; RuntimeError naming the process's last line when it ends without one."""
         from tasks.outputs.serve_check import ANSWER
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -6,6 +6,9 @@ line that starts with ANSWER:
   {"ask": "predict", "savedmodel": DIR, "images": "IMAGES.npy", "out": "OUT.npy"} -> null (probabilities in OUT)
   {"ask": "accuracy", "savedmodel": DIR, "data_dir": DIR} -> the test split's accuracy, or null when the model
   cannot score it (other input channels or classes)
+  {"ask": "build", "model": NAME, "source": FILE|null, "input_shape": [...], "outputs": N, "model_args": {...},
+   "loss": NAME|null, "loss_source": FILE|null} -> null, or the one line that says why the user's model (or
+  loss) cannot be built for the data (the preflight's check, on the CPU, before any rank starts)
 
 The process imports TensorFlow first and then waits for a request, so that it can be started before the SavedModel
 exists (its start overlaps the training); end of input: it ends.
@@ -51,7 +54,21 @@ def accuracy(savedmodel: str, data_dir: str) -> float | None:
                              Path(data_dir), shape, manifest["num_classes"])
 
 
-REQUESTS: dict[str, Callable[..., Any]] = {"predict": predict, "accuracy": accuracy}
+def build(model: str, source: str | None, input_shape: list[int], outputs: int, model_args: dict[str, Any],
+          loss: str | None, loss_source: str | None) -> str | None:
+    """Why the model (built once, here on the CPU) or the loss cannot serve the job, in one line; None: they can."""
+    from trainer.config import IMPORT_PATH
+    from trainer.models import ModelCodeError, build_model, user_function
+    try:
+        build_model(model, tuple(input_shape), outputs, model_args, Path(source) if source else None)
+        if loss and IMPORT_PATH.fullmatch(loss):
+            user_function(loss, Path(loss_source) if loss_source else None)
+    except ModelCodeError as error:
+        return str(error)
+    return None
+
+
+REQUESTS: dict[str, Callable[..., Any]] = {"predict": predict, "accuracy": accuracy, "build": build}
 
 
 def answer_requests() -> None:

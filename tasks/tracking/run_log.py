@@ -17,6 +17,7 @@ from tasks.paths import PREPARED_DIR, WORKSPACE
 from tasks.tracking import mlflow_store
 from tasks.tracking.model_registry import GateDecision
 from tasks.tracking.run_labels import COMMAND, RunSource, dataset_input, run_name, section_params, source_tags
+from tasks.user_code import SOURCE_DIR, code_file, named_code, source_line
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.run_state import RunState
 from trainer.config import CONFIG_FILE_NAME
@@ -40,9 +41,11 @@ def open_run(params: Params, version: DataVersion, state: RunState, source: RunS
             "ringflow.code_digest": state.code_digest, "ringflow.params_hash": state.params_hash,
             "ringflow.host": socket.gethostname(),  # the machine that ran the pipeline (a remote worker's host)
             **(tags or {})}
+    model_source = source_line(params)
     logged = section_params(params) | {"data_hash": version.data_hash, "git_commit": version.git_commit,
                                        "params_hash": state.params_hash, "code_digest": state.code_digest,
-                                       "data_skipped_images": len(manifest.get("skipped", []))}
+                                       "data_skipped_images": len(manifest.get("skipped", []))} | \
+        ({"model.source": model_source} if model_source else {})
     run_id = mlflow_store.start_run(params.tracking.experiment, logged, tags)
     with mlflow_store.failing_marks_run(run_id):  # a run left half-made is not left RUNNING
         mlflow_client = mlflow_store.client()
@@ -53,6 +56,8 @@ def open_run(params: Params, version: DataVersion, state: RunState, source: RunS
         for name in (MANIFEST_NAME, REPORT_NAME):
             if (PREPARED_DIR / name).is_file():
                 mlflow_store.log_artifacts(run_id, PREPARED_DIR / name, "data")
+        for role, code in named_code(params).items():  # the user's code as it was when the run started
+            mlflow_store.log_artifacts(run_id, code_file(code), f"{SOURCE_DIR}/{role}")
     return run_id
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tasks.params import Params
 from tasks.paths import ROOT
+from tasks.user_code import code_digests
 from tasks.versioning.dvc import DataVersion
 
 CODE_PACKAGES = ("flows", "tasks", "trainer")  # what runs: their Python files, whether git tracks them or not
@@ -57,5 +58,9 @@ def params_hash(params: Params) -> str:
 
 
 def run_state(params: Params, version: DataVersion, root: Path = ROOT) -> RunState:
-    """The state of a training from these params on the data of `version` and the code as it is on disk."""
-    return RunState(version.data_hash, code_digest(root), params_hash(params))
+    """The state of a training from these params on the data of `version` and the code as it is on disk (the
+    user's model and loss files too)."""
+    user = code_digests(params)
+    code = code_digest(root) if not user else \
+        hashlib.sha256(json.dumps([code_digest(root), user], sort_keys=True).encode()).hexdigest()[:16]
+    return RunState(version.data_hash, code, params_hash(params))

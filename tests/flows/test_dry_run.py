@@ -13,7 +13,18 @@ DRY_RUNS = {  # name: the overrides of a dry run
     "horovod": ["np=9", "batch_size=16"],
     "hosts down": ["train.hosts=h1.invalid:1,h2.invalid:1", "np=2"],
     "parameter-server": ["train.backend=parameter-server"],
+    "own model": ["train.model=models/net.py:build", "train.model_args={units: 4}"],
+    "bad model": ["train.model=models/net.py:build"],
 }
+OWN_MODEL = """import tensorflow as tf
+
+
+def build(input_shape, outputs, units=8):
+    return tf.keras.Sequential([tf.keras.layers.Input(input_shape), tf.keras.layers.Flatten(),
+                                tf.keras.layers.Dense(outputs, activation="softmax")])
+"""
+FILES = {"own model": {"models/net.py": OWN_MODEL},  # what the user wrote into the workspace
+         "bad model": {"models/net.py": OWN_MODEL.replace("Dense(outputs", "Dense(outputs // 2")}}
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,9 @@ def dry_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, DryRun]:
     started = {}
     for name, overrides in DRY_RUNS.items():
         workspace = make_workspace(tmp_path_factory.mktemp("dry-run"))
+        for name_in_workspace, content in FILES.get(name, {}).items():
+            (workspace / name_in_workspace).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / name_in_workspace).write_text(content)
         command = [PYTHON, "-m", "flows.pipeline", "--dry-run", *(f"--set={value}" for value in overrides)]
         started[name] = workspace, subprocess.Popen(command, cwd=workspace, env=workspace_env(workspace),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -74,3 +88,15 @@ def test_a_dry_run_of_a_cluster_backend_leaves_ports_to_the_launch(dry_runs: dic
     assert [line.split(":", 1)[0] for line in launch] == ["worker0 on localhost", "worker1 on localhost",
                                                           "ps0 on localhost", "chief0 on localhost", "listens",
                                                           "listens"]
+
+
+def test_a_model_of_the_user_s_own_is_built_once_before_anything_starts(dry_runs: dict[str, DryRun]) -> None:
+    """The preflight builds the workspace's model file on the CPU for the data's shapes: a good one passes, one
+    whose outputs do not fit the classes is one line naming its file and line, exit 2, nothing launched."""
+    good = dry_runs["own model"].done
+    assert good.returncode == 0 and "launch:" in good.stdout, good.stderr[-2000:]
+    bad, workspace = dry_runs["bad model"].done, dry_runs["bad model"].workspace
+    assert bad.returncode == 2 and "launch:" not in bad.stdout
+    assert bad.stderr.strip().splitlines()[-1] == (
+        f"error: {workspace / 'models' / 'net.py'}:4: models/net.py:build gives outputs of shape (1, 5), but the "
+        "data needs [batch, 10]: 10 per example")

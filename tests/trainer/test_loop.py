@@ -17,7 +17,6 @@ from trainer.checkpoint_files import saved_epochs
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.model_io import load_model, read_train_summary
-from trainer.models import build_model
 from trainer.protocol import parse_epoch_line, resumed_epochs, weights_digests
 
 
@@ -41,8 +40,8 @@ class Alone(loop.Backend):
         return session.plan(config, processes=1, gpus_per_host=0)
 
     def build(self, config: TrainerConfig, run: session.Plan) -> tuple[tf.keras.Model, Any]:
-        model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
-        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(), metrics=["accuracy"])
+        model = session.job_model(config, run)
+        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(config), metrics=["accuracy"])
         return model, model.optimizer
 
     def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,

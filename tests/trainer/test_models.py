@@ -1,10 +1,12 @@
 """The model catalog: every model builds and trains one step on tiny inputs; mixed precision."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from trainer.models import MODEL_CATALOG, build_model
+from trainer.models import MODEL_CATALOG, ModelCodeError, build_model
 
 
 @pytest.mark.parametrize(("name", "shape"), [("cnn", (8, 8, 1)), ("small_cnn", (8, 8, 1)), ("resnet50", (32, 32, 3)),
@@ -22,8 +24,53 @@ def test_each_model_builds_and_runs_one_step(name: str, shape: tuple[int, int, i
 
 def test_catalog_names_and_minimum_sizes() -> None:
     assert set(MODEL_CATALOG) == {"cnn", "small_cnn", "resnet50", "alexnet_owt"}
-    with pytest.raises(ValueError, match="resnet50 needs inputs of at least 32x32, got 8x8"):
+    with pytest.raises(ModelCodeError, match=r"resnet50 needs images of at least 32x32, got inputs of shape \(8, 8, "):
         build_model("resnet50", (8, 8, 1), 10)
+    with pytest.raises(ModelCodeError, match="model cnn is the catalog's: it takes no train.model_args"):
+        build_model("cnn", (8, 8, 1), 10, {"units": 3})
+
+
+GOOD = """import tensorflow as tf
+
+
+def build(input_shape, outputs, units=8):
+    return tf.keras.Sequential([tf.keras.layers.Input(input_shape), tf.keras.layers.Flatten(),
+                                tf.keras.layers.Dense(units, activation="relu"),
+                                tf.keras.layers.Dense(outputs, activation="softmax")])
+"""
+
+
+def test_the_user_s_builder_is_called_with_the_data_s_shapes_and_its_arguments(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(GOOD)
+    model = build_model(f"{tmp_path / 'net.py'}:build", (8, 8, 1), 10, {"units": 16})
+    assert model.output_shape == (None, 10) and model.layers[1].units == 16
+    copy = tmp_path / "copy.py"  # the job's copy is what a rank imports, whatever the name says
+    copy.write_text(GOOD.replace("units=8", "units=4"))
+    assert build_model("models/net.py:build", (8, 8, 1), 3, source=copy).layers[1].units == 4
+    assert build_model("tests.trainer.user_builders:build", (4,), 2).output_shape == (None, 2)  # a package's
+
+
+@pytest.mark.parametrize(("content", "named", "said"), [
+    (None, "build", r"^model file models/net\.py does not exist \("),
+    (GOOD, "make", r"^models/net\.py: no function make \(it defines: build\)$"),
+    ("import tensorflow as tf\nfrom nowhere import layer\n", "build",
+     r"^models/net\.py:2: importing it raised ModuleNotFoundError: No module named 'nowhere'$"),
+    ("def build(input_shape, outputs)\n    pass\n", "build", r"^models/net\.py:1: expected ':'$"),
+    ("def build(input_shape, outputs):\n    x = 1\n    raise ValueError('no such layer')\n", "build",
+     r"^/.*/net\.py:3: models/net\.py:build raised ValueError: no such layer$"),
+    ("def build(input_shape, outputs):\n    return 'a model'\n", "build",
+     r"^/.*/net\.py:1: models/net\.py:build returned str, not a Keras model"),
+    (GOOD.replace("Dense(outputs", "Dense(outputs + 1"), "build",
+     r"^/.*/net\.py:4: models/net\.py:build gives outputs of shape \(1, 11\), but the data needs \[batch, 10\]"),
+])
+def test_each_problem_of_the_user_s_model_is_one_line_naming_its_file_and_line(
+        tmp_path: Path, content: str | None, named: str, said: str) -> None:
+    source = tmp_path / "net.py"
+    if content is not None:
+        source.write_text(content)
+    with pytest.raises(ModelCodeError, match=said) as raised:
+        build_model(f"models/net.py:{named}", (8, 8, 1), 10, source=source)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

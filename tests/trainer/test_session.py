@@ -61,14 +61,19 @@ def test_the_precision_sets_the_global_policy(tmp_path: Path) -> None:
 
 def test_the_optimizer_follows_the_plans_schedule_and_the_loss_reduces_as_asked(digits_data: Path,
                                                                                  tmp_path: Path) -> None:
-    run = session.plan(trainer_config(digits_data, tmp_path, backend="horovod", warmup_epochs=1), 4, 0)
+    config = trainer_config(digits_data, tmp_path, backend="horovod", warmup_epochs=1)
+    run = session.plan(config, 4, 0)
     schedule = session.make_optimizer(run).learning_rate
     assert isinstance(schedule, WarmupSchedule)
     assert (schedule.initial, schedule.target, schedule.warmup_steps) == (*run.learning_rate, run.steps_per_epoch)
     labels, probabilities = tf.constant([0, 1]), tf.constant([[0.5, 0.5], [0.25, 0.75]])
-    per_example = session.loss_function("none")(labels, probabilities)
+    per_example = session.loss_function(config, "none")(labels, probabilities)
     assert per_example.shape == (2,)
-    assert float(session.loss_function()(labels, probabilities)) == pytest.approx(float(tf.reduce_mean(per_example)))
+    assert float(session.loss_function(config)(labels, probabilities)) == \
+        pytest.approx(float(tf.reduce_mean(per_example)))
+    huber = trainer_config(digits_data, tmp_path, backend="horovod", loss="huber")  # a Keras loss by name
+    targets, predicted = tf.constant([[0.0], [1.0]]), tf.constant([[0.5], [3.0]])
+    assert session.loss_function(huber, "none")(targets, predicted).shape == (2,)
 
 
 def test_the_reporting_process_reports_throughput_and_epochs_and_tensorboard_when_asked(
@@ -118,8 +123,9 @@ def test_the_result_is_the_model_its_spec_and_a_summary_of_the_run(digits_data: 
     run = session.plan(config, processes=2, gpus_per_host=0)
     model = build_model("small_cnn", run.input_shape, 10)
     session.save_results(config, model, run, {"loss": [np.float32(0.5), 0.25]}, tmp_path / "out", started_epoch=3)
-    assert read_spec(tmp_path / "out") == {"model": "small_cnn", "input_shape": [8, 8, 1], "num_classes": 10,
-                                           "classes": run.manifest["classes"]}
+    assert read_spec(tmp_path / "out") == {"model": "small_cnn", "model_args": {}, "input_shape": [8, 8, 1],
+                                           "num_classes": 10, "classes": run.manifest["classes"],
+                                           "model_source": None}
     assert session.weights_digest(load_model(tmp_path / "out")) == session.weights_digest(model)
     summary = read_train_summary(tmp_path / "out")
     assert summary == {"backend": "horovod", "world_size": 2, "global_batch_size": 256, "steps_per_epoch": 4,
@@ -132,7 +138,7 @@ def test_fit_s_training_iterator_is_held_until_the_process_ends() -> None:
     """Deleting it at the end of fit would wait for tf.data's autotuning round: it is kept, and fit trains as before
     (the process ends by os._exit, which deletes nothing)."""
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
-    model.compile(optimizer="sgd", loss=session.loss_function())
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     endless = tf.data.Dataset.from_tensor_slices((np.ones((8, 4), np.float32), np.zeros(8, np.int64))).batch(4)
     held_before = len(session._HELD_INPUTS)
     session.hold_training_input(model)

@@ -20,7 +20,6 @@ from trainer.backends.task_devices import COMPUTING, pin_task_gpu
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count, service_dataset
-from trainer.models import build_model
 
 
 def local_devices(count: int) -> list[str]:
@@ -117,8 +116,8 @@ def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.expe
 
 def compiled_model(config: TrainerConfig, run: session.Plan, strategy: tf.distribute.Strategy) -> tf.keras.Model:
     with strategy.scope():
-        model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
-        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(), metrics=["accuracy"],
+        model = session.job_model(config, run)
+        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(config), metrics=["accuracy"],
                       jit_compile=config.train.jit_compile, steps_per_execution=config.train.steps_per_execution)
     return model
 

@@ -15,7 +15,6 @@ from trainer.backends.distribute import Distribute, train_input
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset
-from trainer.models import build_model
 from trainer.schedule import current_rate
 
 SUMS = ("loss", "correct", "seen")
@@ -27,12 +26,12 @@ class StrategyTapeLoop:
     def __init__(self, config: TrainerConfig, run: session.Plan, strategy: tf.distribute.Strategy) -> None:
         self.strategy, self.global_batch = strategy, run.global_batch
         with strategy.scope():
-            self.model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
+            self.model = session.job_model(config, run)
             optimizer = session.make_optimizer(run)
             self.scaled = config.train.precision == "mixed_float16"
             self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
             self.sums = {name: tf.keras.metrics.Sum() for name in SUMS}  # summed across replicas on read
-        self.loss_fn = session.loss_function("none")
+        self.loss_fn = session.loss_function(config, "none")
 
     @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def train_step(self, batches: Any) -> None:
@@ -62,7 +61,7 @@ class StrategyTapeLoop:
 
 def validation(tape: StrategyTapeLoop, data: Any) -> dict[str, float]:
     """Loss and accuracy on the whole validation split, in this process (no collective: any worker may run it)."""
-    loss_fn = session.loss_function("none")
+    loss_fn = tape.loss_fn
     loss = correct = seen = 0.0
     for images, labels in data:
         probabilities = tape.model(images, training=False)

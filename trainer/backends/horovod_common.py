@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 import horovod.tensorflow as hvd_tf
 import tensorflow as tf
@@ -44,6 +45,29 @@ def start(config: TrainerConfig) -> tuple[int, int]:
 def compression(config: TrainerConfig) -> type:
     """Gradient compression for the allreduce: fp16 when configured, else none."""
     return hvd.Compression.fp16 if config.train.fp16_allreduce else hvd.Compression.none
+
+
+def averaging_optimizer(optimizer: tf.keras.optimizers.Optimizer, config: TrainerConfig) -> Any:
+    """Horovod's DistributedOptimizer, averaging the gradients once however a model's train_step applies them:
+    Horovod averages in `minimize` (Keras's own train_step), but a train_step of the user's own that computes its
+    gradients with a tape and calls `apply_gradients` would train each rank apart; here the average is taken in
+    `apply_gradients`, which every way ends in, and `minimize` passes the plain gradients on."""
+    distributed = hvd.DistributedOptimizer(optimizer, compression=compression(config))  # Horovod: averaged
+    horovods = type(distributed)  # Horovod's class for this optimizer's: its methods call super(self.__class__)
+    plain: Any = horovods.__mro__[1]  # the optimizer's own class (Adam)
+    horovods_apply = horovods.__dict__["apply_gradients"]
+
+    def _compute_gradients(self: Any, loss: Any, var_list: Any, grad_loss: Any = None, tape: Any = None) -> Any:
+        return plain._compute_gradients(self, loss, var_list, grad_loss=grad_loss, tape=tape)
+
+    def apply_gradients(self: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+        pairs = list(grads_and_vars)
+        variables = [variable for _, variable in pairs]
+        averaged = self._allreduce([grad for grad, _ in pairs], variables)  # Horovod: the average over ranks
+        return horovods_apply(self, list(zip(averaged, variables)), *args, **kwargs)
+    methods = {"_compute_gradients": _compute_gradients, "apply_gradients": apply_gradients}
+    distributed.__class__ = type(horovods.__name__, (plain,), {**horovods.__dict__, **methods})
+    return distributed
 
 
 class Horovod(Backend):

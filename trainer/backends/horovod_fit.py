@@ -14,15 +14,13 @@ from trainer.callbacks import MetricAverage
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset, rank_record_count
-from trainer.models import build_model
 
 
 def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
     """The model compiled with a DistributedOptimizer on the scaled, warmed-up learning rate."""
-    model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
-    optimizer = hvd.DistributedOptimizer(session.make_optimizer(run),  # Horovod: averaged gradients
-                                         compression=horovod_common.compression(config))
-    model.compile(optimizer=optimizer, loss=session.loss_function(), metrics=["accuracy"],
+    model = session.job_model(config, run)
+    optimizer = horovod_common.averaging_optimizer(session.make_optimizer(run), config)  # Horovod: averaged
+    model.compile(optimizer=optimizer, loss=session.loss_function(config), metrics=["accuracy"],
                   steps_per_execution=config.train.steps_per_execution)
     return model
 

@@ -16,7 +16,6 @@ from trainer.backends import horovod_common
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
 from trainer.data import rank_dataset
-from trainer.models import build_model
 from trainer.schedule import current_rate
 
 
@@ -24,11 +23,11 @@ class TapeLoop:
     """One rank's model, optimizer, metrics and compiled train / eval steps."""
 
     def __init__(self, config: TrainerConfig, run: session.Plan) -> None:
-        self.model = build_model(config.train.model, run.input_shape, run.manifest["num_classes"])
+        self.model = session.job_model(config, run)
         optimizer = session.make_optimizer(run)
         self.scaled = config.train.precision == "mixed_float16"
         self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
-        self.loss_fn = session.loss_function("none")
+        self.loss_fn = session.loss_function(config, "none")
         self.compression = horovod_common.compression(config)
         self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "correct", "seen")}
 

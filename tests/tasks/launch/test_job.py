@@ -13,7 +13,6 @@ import psutil
 import pytest
 
 from tasks.launch import job as job_module
-from tasks.launch.errors import PreflightError
 from tasks.launch.job import TrainResult, job_limits, launch, lead_host, run_job, shipment, train
 from tasks.launch.job_config import job_spec
 from tasks.launch.launchers import base as launchers_base
@@ -195,16 +194,13 @@ def test_a_failed_job_leaves_the_previous_model_directory_as_it_was(tmp_path: Pa
     assert [path.name for path in (tmp_path / "model").iterdir()] == ["weights"]
 
 
-def test_checkpoints_of_another_config_are_refused_before_any_launch(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_of_its_own_checkpoints_is_launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's checkpoints are checked once, by the preflight of a resumed run (steps.preflight_step); the
+    launch takes those of its own config and code."""
     launched: list[object] = []
     monkeypatch.setattr(job_module, "launch", lambda *args: launched.append(args))
     data_dir = prepared(tmp_path)
     (tmp_path / "ckpt").mkdir()
-    (tmp_path / "ckpt" / OWNER_FILE).write_text(json.dumps({"owner": "another"}))
-    with pytest.raises(PreflightError, match="belong to another config or code version"):
-        train(params(), data_dir, tmp_path / "model", tmp_path / "ckpt", None, print, LaunchCheck("gloo"))
-    assert launched == [] and not (tmp_path / "model").exists()
     mine = job_spec(params(), data_dir, tmp_path / "model", tmp_path / "ckpt").checkpoint_owner
     (tmp_path / "ckpt" / OWNER_FILE).write_text(json.dumps({"owner": mine}))
     with pytest.raises(FileNotFoundError, match="no training summary"):  # accepted: launched, but saved no model

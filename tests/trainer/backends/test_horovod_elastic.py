@@ -37,7 +37,7 @@ def test_a_new_ring_size_rescales_the_rate_and_warmup_and_retraces_the_step(digi
     config = trainer_config(digits_data, tmp_path, learning_rate=0.001, warmup_epochs=1)
     two, four = (session.plan(config, processes=ranks, gpus_per_host=0) for ranks in (2, 4))
     model = build_model("small_cnn", two.input_shape, 10)
-    model.compile(optimizer=session.make_optimizer(two), loss=session.loss_function())
+    model.compile(optimizer=session.make_optimizer(two), loss=session.loss_function(config))
     model.make_train_function()
     follow_size(model, four)
     schedule = model.optimizer.learning_rate

@@ -28,7 +28,7 @@ from trainer.stop_notice import deferred
 class Plan:
     """Sizes of one training run for a given number of replicas."""
     manifest: dict
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
     replicas: int
     global_batch: int
     data: TrainingPlan  # each input pipeline's records, batches and drops per epoch

@@ -231,7 +231,7 @@ def service_dataset(data_dir: Path, manifest: dict[str, Any], *, dispatcher: str
     return shared.map(as_written(_as_float), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def _streamed(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int, int] | None, batch_size: int,
+def _streamed(records: Any, manifest: dict[str, Any], input_shape: tuple[int, ...] | None, batch_size: int,
               seed: int, augment_ops: tuple[str, ...]) -> Any:
     """Training batches decoded afresh every epoch (a split too large to cache): the small serialized records are
     shuffled, not decoded images, and a random crop is cut while decoding (only the window of a JPEG is decoded),
@@ -276,7 +276,7 @@ def _decoded_window(encoded: Any, image_format: Any, channels: int, crop: bool) 
     return tf.cond(tf.equal(image_format, "jpeg"), jpeg, other)
 
 
-def _decoded(records: Any, manifest: dict[str, Any], input_shape: tuple[int, int, int] | None) -> tuple[Any, tuple]:
+def _decoded(records: Any, manifest: dict[str, Any], input_shape: tuple[int, ...] | None) -> tuple[Any, tuple]:
     """(uint8 image of the model's input shape, label) of each serialized record, and that shape."""
     import tensorflow as tf
     shape = tuple(input_shape or manifest["image_shape"])

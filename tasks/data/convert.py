@@ -135,7 +135,7 @@ def _entry(writer: TFRecordFile, shapes: Counter, formats: Counter, bad: list[di
 def write_shard(job: ShardJob) -> dict[str, Any]:
     """Write one shard (atomically), leaving out images that cannot be decoded; returns its manifest entry plus
     shape and format counts and the images left out, with their reasons (none for tensor data)."""
-    shapes, formats, bad = Counter[tuple[int, ...]](), Counter[str](), []
+    shapes, formats, bad = Counter[tuple[int, ...]](), Counter[str](), list[dict[str, str]]()
     features = job.data.features
     with TFRecordFile(Path(job.path)) as writer:
         if features is not None:

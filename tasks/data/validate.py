@@ -1,15 +1,18 @@
-"""validate: prepared shards match their manifest, and every record parses, decodes and has a valid label."""
+"""validate: prepared shards match their manifest, and every record parses, decodes (images) and has a valid label
+(tensor data: finite values, and class ids in range when the targets are class ids)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 from tasks.atomic import write_text_atomic
 from tasks.data.source_data import file_sha256
-from trainer.prepared_data import MANIFEST_NAME, SPLITS, read_manifest
+from trainer.prepared_data import MANIFEST_NAME, SPLITS, data_kind, read_manifest, tensor_feature_spec
 
 REPORT_NAME = "validation.json"
 
@@ -25,19 +28,53 @@ def _tf_error_text(message: str) -> str:
     return re.sub(r"\s*\[Op:[^\]]*\].*$", "", text).strip().rstrip("'")
 
 
-def scan_records(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]:
-    """(records read, first problem as 'record N: ...' or None): parse, decode, label range, in file order."""
+def _examples(path: Path, manifest: dict[str, Any]) -> Any:
+    """The shard's records parsed one by one, in file order: (image, label) or, for tensor data, (x, y)."""
     import tensorflow as tf
 
     from trainer.data import as_written, decode_example
-    channels, num_classes = manifest["channels"], manifest["num_classes"]
-    records = tf.data.TFRecordDataset(str(path)).map(as_written(lambda s: decode_example(s, channels)),
-                                                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    index = 0
+    if data_kind(manifest) == "tensor":
+        spec = tensor_feature_spec(manifest)
+
+        def parse(serialized: Any) -> tuple[Any, Any]:
+            parsed = tf.io.parse_single_example(serialized, spec)
+            return parsed["x"], parsed["y"]
+        load = parse
+    else:
+        channels = manifest["channels"]
+        load = lambda serialized: decode_example(serialized, channels)  # noqa: E731
+    return tf.data.TFRecordDataset(str(path)).map(as_written(load), num_parallel_calls=tf.data.AUTOTUNE,
+                                                  deterministic=True)
+
+
+def record_problem(manifest: dict[str, Any]) -> Callable[[Any, Any], str | None]:
+    """What is wrong with one parsed record (None: nothing): a label outside the classes; for tensor data also a
+    value that is not finite, and a class id that is not one (when the targets are class ids)."""
+    num_classes = manifest["num_classes"]
+    image = data_kind(manifest) == "image"
+    class_ids = image or bool(manifest.get("integer_targets"))
+
+    def problem(x: Any, y: Any) -> str | None:
+        if not image and not np.isfinite(x).all():
+            return "features hold NaN or infinite values"
+        if not image and not np.isfinite(y).all():
+            return "targets hold NaN or infinite values"
+        label = y if image else y[0]
+        if class_ids and not (0 <= label < num_classes and label == np.round(label)):
+            return f"label {label:g} outside 0..{num_classes - 1}"
+        return None
+    return problem
+
+
+def scan_records(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]:
+    """(records read, first problem as 'record N: ...' or None): parse, decode (images), values and label range,
+    in file order."""
+    import tensorflow as tf
+    problem, index = record_problem(manifest), 0
     try:
-        for _, label in records.as_numpy_iterator():
-            if not 0 <= label < num_classes:
-                return index, f"record {index}: label {label} outside 0..{num_classes - 1}"
+        for x, y in _examples(path, manifest).as_numpy_iterator():
+            if (found := problem(x, y)) is not None:
+                return index, f"record {index}: {found}"
             index += 1
     except tf.errors.OpError as error:
         return index, f"record {index}: {_tf_error_text(error.message)}"
@@ -61,8 +98,11 @@ def validate(data_dir: Path) -> dict[str, Any]:
     """Check every shard; returns the report (per split: records, shards, bytes). Raises DataInvalid."""
     manifest = read_manifest(data_dir)
     report: dict[str, Any] = {"source": manifest["source"], "fingerprint": manifest.get("fingerprint"),
-                              "classes": manifest["num_classes"], "image_shape": manifest["image_shape"],
+                              "kind": data_kind(manifest), "task": manifest.get("task", "classification"),
+                              "classes": manifest["num_classes"], "image_shape": manifest.get("image_shape"),
                               "splits": {}, "valid": True, "skipped_images": manifest.get("skipped", [])}
+    if data_kind(manifest) == "tensor":
+        report |= {"feature_shape": manifest["feature_shape"], "target_shape": manifest["target_shape"]}
     for split in SPLITS:
         shards = manifest["splits"][split]["shards"]
         for shard in shards:

@@ -3,9 +3,11 @@ number of ranks and shards, in evaluation and in training."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tasks.data.prepare import prepare
 from tasks.params import DataParams
@@ -97,3 +99,82 @@ def test_streamed_input_crops_while_decoding_jpeg_and_png(tmp_path: Path) -> Non
     assert images.shape == (32, 32, 32, 3) and images.min() >= 0 and images.max() <= 255
     left_edges = images[:, :, 0, 0].mean(axis=1)
     assert left_edges.max() > 10  # some windows start right of the ramp's dark left edge
+
+
+@pytest.fixture(scope="module")
+def numbered_tensors(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tensor data whose every example says its own number: x [n, -n] (3 positions of 2), y [n, n / 2]."""
+    folder = tmp_path_factory.mktemp("tensors")
+    numbers = np.arange(300, dtype=np.float32)
+    x = np.stack([np.stack([numbers, -numbers], 1)] * 3, 1)
+    np.savez(folder / "numbered.npz", x=x, y=np.stack([numbers, numbers / 2], 1))
+    prepare(DataParams(dataset=f"npz:{folder / 'numbered.npz'}", min_shards=5), folder / "prepared", progress=False)
+    return folder / "prepared"
+
+
+def tensor_numbers(dataset: Any, steps: int | None = None) -> list[int]:
+    """The example numbers of the batches of a tensor dataset, checking that each x and y says the same number."""
+    numbers = []
+    for x, y in dataset.take(steps) if steps else dataset:
+        assert x.dtype == tf.float32 and y.dtype == tf.float32 and x.shape[1:] == (3, 2) and y.shape[1:] == (2,)
+        assert np.array_equal(x.numpy()[:, 2, 1], -y.numpy()[:, 0]) and np.array_equal(y[:, 0] / 2, y[:, 1])
+        numbers += x.numpy()[:, 0, 0].astype(int).tolist()
+    return numbers
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+@pytest.mark.parametrize("cache", [True, False], ids=["cached", "streamed"])
+def test_tensor_training_epochs_cover_the_split_once(numbered_tensors: Path, size: int, cache: bool) -> None:
+    manifest = read_manifest(numbered_tensors)
+    plan = training_plan(manifest, size, 8, seed=7)
+    seen = [number for rank in range(size) for number in tensor_numbers(rank_dataset(
+        numbered_tensors, manifest, "train", rank=rank, size=size, batch_size=8, training=True, seed=7 + rank,
+        shard_seed=7, cache=cache, task="regression"), plan.steps_per_epoch)]
+    assert len(seen) == len(set(seen)) == size * plan.steps_per_epoch * 8
+    assert manifest["splits"]["train"]["count"] - len(seen) == sum(plan.dropped)
+
+
+def test_two_ranks_evaluate_disjoint_complete_tensor_parts(numbered_tensors: Path) -> None:
+    manifest = read_manifest(numbered_tensors)
+    parts = [tensor_numbers(rank_dataset(numbered_tensors, manifest, "test", rank=rank, size=2, batch_size=7))
+             for rank in (0, 1)]
+    assert abs(len(parts[0]) - len(parts[1])) <= 1 and not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == sorted(tensor_numbers(rank_dataset(numbered_tensors, manifest, "test")))
+    assert len(parts[0]) + len(parts[1]) == manifest["splits"]["test"]["count"]
+
+
+def test_tensor_batches_are_float_features_with_class_ids_or_targets(numbered_tensors: Path, tmp_path: Path) -> None:
+    from trainer.data import model_input_shape
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "points.npz", x=rng.normal(size=(50, 4)), y=rng.integers(0, 3, 50))
+    prepare(DataParams(dataset=f"npz:{tmp_path / 'points.npz'}", min_shards=1), tmp_path / "p", progress=False)
+    manifest = read_manifest(tmp_path / "p")
+    assert model_input_shape(manifest, image_size=64) == (4,)  # image_size is for images only
+    x, labels = next(iter(rank_dataset(tmp_path / "p", manifest, "train", batch_size=5, training=True)))
+    assert (x.dtype, x.shape, labels.dtype, labels.shape) == (tf.float32, (5, 4), tf.int32, (5,))
+    x, targets = next(iter(rank_dataset(tmp_path / "p", manifest, "test", batch_size=5, task="regression")))
+    assert (targets.dtype, targets.shape) == (tf.float32, (5, 1))
+    with pytest.raises(ValueError, match="not class ids"):
+        rank_dataset(numbered_tensors, read_manifest(numbered_tensors), "test", task="classification")
+
+
+def test_auto_cache_counts_tensor_features_as_float32() -> None:
+    from trainer.data import cache_in_memory, value_bytes_of
+    assert value_bytes_of({"kind": "tensor"}) == 4 and value_bytes_of({"image_shape": [8, 8, 1]}) == 1
+    limit = (24 << 30) // (4 * 2)
+    assert cache_in_memory("auto", limit // (1000 * 4), (10, 100), available=24 << 30, processes=2, value_bytes=4)
+    assert not cache_in_memory("auto", limit // (1000 * 4) + 1, (10, 100), 24 << 30, 2, value_bytes=4)
+
+
+def test_the_tf_data_service_hands_out_tensor_batches(numbered_tensors: Path) -> None:
+    from trainer.data import service_dataset
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    address = dispatcher.target.split("://")[1]
+    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))  # noqa: F841 (kept running)
+    manifest = read_manifest(numbered_tensors)
+    dataset = service_dataset(numbered_tensors, manifest, dispatcher=address, job_name="tensors", batch_size=10,
+                              seed=1, input_shape=(3, 2))
+    total = manifest["splits"]["train"]["count"]
+    numbers = tensor_numbers(dataset, total // 10)
+    assert sorted(numbers) == sorted(set(numbers)) and len(numbers) == total // 10 * 10  # one epoch, no repeats

@@ -33,3 +33,9 @@ def test_every_prepared_record_parses_with_the_feature_spec(digits_data: Path) -
             assert set(parsed[f"image/{key}"]) == {size}
         assert set(parsed["image/format"]) == {b"png"}
         assert tf.io.decode_png(parsed["image/encoded"][0]).shape == tuple(manifest["image_shape"])
+
+
+def test_the_tensor_spec_reads_the_shapes_of_the_manifest() -> None:
+    from trainer.prepared_data import tensor_feature_spec
+    spec = tensor_feature_spec({"kind": "tensor", "feature_shape": [16, 3], "target_shape": [2]})
+    assert (spec["x"].shape, spec["x"].dtype, spec["y"].shape, spec["y"].dtype) == ([48], tf.float32, [2], tf.float32)

@@ -6,6 +6,14 @@ from typing import Any
 SHOWN_TRAIN_PARAMS = ("backend", "np", "model", "epochs", "batch_size", "learning_rate", "precision")
 
 
+def _data_shape(report: dict[str, Any]) -> str:
+    """What the validated data holds: classes and image shape, or (tensor data) the task and its shapes."""
+    if report.get("kind", "image") == "image":
+        return f"{report['classes']} classes, image shape {report['image_shape']}"
+    classes = f", {report['classes']} classes" if report.get("task") == "classification" else ""
+    return f"{report['task']}{classes}, feature shape {report['feature_shape']}, targets {report['target_shape']}"
+
+
 def validation_markdown(report: dict[str, Any], skipped: bool) -> str:
     """The validation report as a markdown table, and the images conversion left out, if any."""
     rows = [f"| {split} | {s['records']} | {s['shards']} | {s['bytes']:,} |" for split, s in report["splits"].items()]
@@ -13,7 +21,7 @@ def validation_markdown(report: dict[str, Any], skipped: bool) -> str:
     left_out = ["", f"**{len(bad)} image(s) left out** (data.bad_images: skip):", "",
                 *[f"- `{image['file']}`: {image['reason']}" for image in bad[:50]]] if bad else []
     return "\n".join([f"### Data validation: {report['source']} — valid", "",
-                      f"{report['classes']} classes, image shape {report['image_shape']}, "
+                      f"{_data_shape(report)}, "
                       f"conversion {'skipped (up to date)' if skipped else 'done'}", "",
                       "| split | records | shards | bytes |", "| --- | --- | --- | --- |", *rows, *left_out])
 

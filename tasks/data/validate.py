@@ -15,6 +15,7 @@ from tasks.data.source_data import file_sha256
 from trainer.prepared_data import MANIFEST_NAME, SPLITS, data_kind, read_manifest, tensor_feature_spec
 
 REPORT_NAME = "validation.json"
+SCAN_BATCH = 1024  # tensor records checked at once
 
 
 class DataInvalid(ValueError):
@@ -70,6 +71,11 @@ def scan_records(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]
     """(records read, first problem as 'record N: ...' or None): parse, decode (images), values and label range,
     in file order."""
     import tensorflow as tf
+    if data_kind(manifest) == "tensor":
+        try:
+            return _scan_tensor_batches(path, manifest)
+        except tf.errors.OpError:
+            pass  # a record that does not parse: found one by one below, to name it
     problem, index = record_problem(manifest), 0
     try:
         for x, y in _examples(path, manifest).as_numpy_iterator():
@@ -78,6 +84,23 @@ def scan_records(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]
             index += 1
     except tf.errors.OpError as error:
         return index, f"record {index}: {_tf_error_text(error.message)}"
+    return index, None
+
+
+def _scan_tensor_batches(path: Path, manifest: dict[str, Any]) -> tuple[int, str | None]:
+    """scan_records of tensor records parsed and checked SCAN_BATCH at a time (one by one is ~50x slower)."""
+    import tensorflow as tf
+    spec, problem, index = tensor_feature_spec(manifest), record_problem(manifest), 0
+    parse = lambda serialized: tf.io.parse_example(serialized, spec)  # noqa: E731
+    for parsed in tf.data.TFRecordDataset(str(path)).batch(SCAN_BATCH).map(parse).as_numpy_iterator():
+        x, y = parsed["x"], parsed["y"]
+        fine = np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1)
+        if manifest.get("integer_targets"):
+            fine &= (y[:, 0] >= 0) & (y[:, 0] < manifest["num_classes"]) & (y[:, 0] == np.round(y[:, 0]))
+        if not fine.all():
+            first = int(np.argmin(fine))
+            return index + first, f"record {index + first}: {problem(x[first], y[first])}"
+        index += len(x)
     return index, None
 
 

@@ -3,6 +3,7 @@ shards whose manifest says the shapes and the task; each bad input is one line n
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -175,16 +176,34 @@ def test_bad_arrays_are_one_line_each(tmp_path: Path) -> None:
             prepared(tmp_path, f"npz:{tmp_path / name}.npz")
 
 
-def test_validation_names_a_tensor_record_whose_class_id_is_out_of_range(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("records", "problem"), [
+    ([(0, 1), (0, 0), (0, 5)], "record 2: label 5 outside 0..1"),
+    ([(0, 1), (np.nan, 0)], "record 1: features hold NaN or infinite values"),
+], ids=["class id", "NaN"])
+def test_validation_names_a_bad_tensor_record(tmp_path: Path, records: list[tuple[float, int]], problem: str) -> None:
     from tasks.data.tfrecord_writer import TFRecordFile, encode_tensor_example
     rng = np.random.default_rng(6)
     np.savez(tmp_path / "p.npz", x=rng.normal(size=(40, 2)), y=rng.integers(0, 2, 40))
     manifest = prepared(tmp_path, f"npz:{tmp_path / 'p.npz'}")
     shard = manifest["splits"]["train"]["shards"][0]
     with TFRecordFile(tmp_path / "prepared" / shard["file"]) as writer:
-        for label in (1, 0, 5):
-            writer.write(encode_tensor_example(np.zeros(2), np.array([label])))
-    shard.update(sha256=writer.sha256.hexdigest(), count=3, bytes=writer.bytes)
+        for value, label in records:
+            writer.write(encode_tensor_example(np.full(2, value), np.array([label])))
+    shard.update(sha256=writer.sha256.hexdigest(), count=len(records), bytes=writer.bytes)
     (tmp_path / "prepared" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DataInvalid, match=rf"^{shard['file']}: checksum matches; record 2: label 5 outside 0\.\.1$"):
+    with pytest.raises(DataInvalid, match=rf"^{shard['file']}: checksum matches; {re.escape(problem)}$"):
         validate(tmp_path / "prepared")
+
+
+def test_validation_names_the_first_record_of_a_damaged_tensor_shard(tmp_path: Path) -> None:
+    np.savez(tmp_path / "p.npz", x=np.random.default_rng(7).normal(size=(300, 8)), y=np.zeros(300))
+    manifest = prepared(tmp_path, f"npz:{tmp_path / 'p.npz'}")
+    victim = tmp_path / "prepared" / manifest["splits"]["train"]["shards"][1]["file"]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    damaged = rf"^{victim.name}: sha256 differs from the manifest; record (\d+): "
+    with pytest.raises(DataInvalid, match=damaged) as error:
+        validate(tmp_path / "prepared")
+    first_bad = int(str(error.value).split("record ")[1].split(":")[0])
+    assert 0 < first_bad < manifest["splits"]["train"]["shards"][1]["count"]

@@ -26,6 +26,7 @@ from flows.timing import RunClock
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.validate import data_signature, validate
+from tasks.outputs.evaluate import summary_line
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.tracking import run_log
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"training skipped: nothing changed since mlflow run {result['run_id']}")
         return 0
     print(f"mlflow run id:  {result['run_id']}")
-    print(f"test accuracy:  {result['metrics']['test_accuracy']:.4f}")
+    print(summary_line(result["metrics"]))
     print(f"SavedModel:     {result['savedmodel']}")
     print(f"gate:           {result['gate']}")
     print(f"dvc:            {result['dvc_record']}")

@@ -17,6 +17,7 @@ from flows.cli import checked_overrides, run_flow
 from flows.pipeline import log_line, prepare_data, run_as_task, steps_result
 from tasks import steps
 from tasks.data.data_lock import prepared_data_lock
+from tasks.outputs.evaluate import summary_line
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
 from tasks.sweep.space import check_space, with_value
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         said = f"{result['metric']} {outcome.value:.4f}" if outcome.value is not None else outcome.said
         print(f"trial {outcome.number}: {outcome.state:8} {said}  {outcome.values}")
     print(f"best trial:     {result['best'].number} (mlflow run {result['best'].run_id})")
-    print(f"test accuracy:  {result['metrics']['test_accuracy']:.4f}")
+    print(summary_line(result["metrics"]))
     print(f"gate:           {result['gate']}")
     return 0
 

@@ -44,6 +44,7 @@ from tasks.versioning.run_state import RunState, run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import read_spec
+from trainer.model_outputs import loss_name, model_task
 from trainer.prepared_data import read_manifest
 
 RUN_FILE = "run.json"  # beside the trained model: the MLflow run that trained it
@@ -369,12 +370,17 @@ def register_step(run_id: str, params: Params) -> GateDecision:
     workspace, registry = RunWorkspace(run_id), params.registry
     with mlflow_store.failing_marks_run(run_id):
         images, _ = parity_sample(workspace.model_dir)
+        manifest = read_manifest(PREPARED_DIR)
+        kind = model_registry.model_kind(manifest, model_task(workspace.model_dir, manifest))
+        metric, mode = model_registry.gate_metric(registry.metric, registry.mode, kind.task)
+        value = model_registry.gate_value(json.loads(workspace.metrics_file.read_text()), metric)
         version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, images[:2],
-                                                       read_spec(workspace.model_dir)["classes"], registry.model_name)
-        accuracy = json.loads(workspace.metrics_file.read_text())["test_accuracy"]
+                                                       read_spec(workspace.model_dir)["classes"], registry.model_name,
+                                                       kind)
+        scorer = champion_scorer(metric, kind.task, loss_name(workspace.model_dir, kind.task))
         decision = model_registry.decide_gate(
-            registry.model_name, version, accuracy, registry.min_delta, split_hash(read_manifest(PREPARED_DIR)),
-            lambda champion: model_registry.score_registered_model(champion, PREPARED_DIR, champion_accuracy))
+            registry.model_name, version, value, registry.min_delta, split_hash(manifest),
+            lambda champion: model_registry.score_registered_model(champion, PREPARED_DIR, scorer), metric, mode)
         write_text_atomic(workspace.gate_file, json.dumps(decision.as_dict(), indent=2))
     close_fresh_process()
     return decision
@@ -383,6 +389,12 @@ def register_step(run_id: str, params: Params) -> GateDecision:
 def champion_accuracy(savedmodel: Path, data_dir: Path) -> float | None:
     """The champion's SavedModel scored on the test split in export's fresh process (it has TensorFlow)."""
     return fresh_process().ask("accuracy", savedmodel=str(savedmodel), data_dir=str(data_dir))
+
+
+def champion_scorer(metric: str, task: str, loss: str | None) -> Callable[[Path, Path], float | None]:
+    """The champion's SavedModel's value of the gate's test metric on the test split, in export's fresh process."""
+    return lambda savedmodel, data_dir: fresh_process().ask("score", savedmodel=str(savedmodel),
+                                                            data_dir=str(data_dir), metric=metric, task=task, loss=loss)
 
 
 def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS, record: bool = True,
@@ -398,7 +410,7 @@ def publish_step(params: Params, run_id: str, names: list[str] = PUBLISHED_ITEMS
         if record:
             mlflow_store.set_tags(run_id, {"ringflow.dvc_record": outcome})
         if finish:
-            decision = GateDecision(**json.loads(workspace.gate_file.read_text()))
+            decision = GateDecision.from_dict(json.loads(workspace.gate_file.read_text()))
             model_registry.apply_gate(decision)
             run_log.log_gate(run_id, decision)
     if finish:

@@ -17,9 +17,12 @@ from typing import Any
 import numpy as np
 
 from trainer.model_io import load_model, read_spec
+from trainer.prepared_data import data_kind, data_task, output_size
 
-TEST_PREDICTIONS = "test_predictions.npz"  # probabilities [N, classes] (float32), labels [N]: the whole test split
-PARITY_SAMPLE = "parity_sample.npz"  # images [<=256, h, w, c] (float32, 0..255) and the model's probabilities
+TEST_PREDICTIONS = "test_predictions.npz"  # the whole test split: classification: probabilities [N, classes]
+# (float32), labels [N]; regression: predictions [N, k] (float32), targets [N, k]
+PARITY_SAMPLE = "parity_sample.npz"  # images [<=256, *input shape] (float32; images 0..255, or tensor data's
+# features) and the model's outputs for them (key "probabilities", whatever the task)
 SAVEDMODEL = "savedmodel"
 SIGNATURE = "serving_default"
 PARITY_IMAGES = 256
@@ -51,21 +54,121 @@ def write_savedmodel(model: Any, path: Path, class_names: list[str],
     tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve, BYTES_SIGNATURE: serve_bytes})
 
 
+def write_tensor_savedmodel(model: Any, path: Path, feature_shape: tuple[int, ...], task: str) -> None:
+    """Save a Keras model of tensor data with its `serving_default` signature: float32 features [None,
+    *feature_shape] (input "x") -> "predictions" (the model's outputs; classification also "probabilities" and
+    "classes", as image models give)."""
+    import tensorflow as tf
+    spec = tf.TensorSpec([None, *feature_shape], tf.float32, name="x")
+
+    @tf.function(input_signature=[spec], autograph=False)
+    def serve(x: tf.Tensor) -> dict[str, tf.Tensor]:
+        outputs = tf.cast(model(x, training=False), tf.float32)
+        if task != "classification":
+            return {"predictions": outputs}
+        return {"predictions": outputs, "probabilities": tf.identity(outputs),
+                "classes": tf.argmax(outputs, axis=-1)}
+
+    holder = tf.Module()
+    holder.model_variables = list(model.variables)
+    tf.saved_model.save(holder, str(path), signatures={SIGNATURE: serve})
+
+
 def split_predictions(model: Any, data_dir: Path, manifest: dict[str, Any], split: str,
-                      input_shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(probabilities [N, classes], labels [N], the first batch's images) of the model over a whole split."""
+                      input_shape: tuple[int, ...], task: str = "classification"
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(outputs [N, classes or targets], targets (class ids [N] or values [N, k]), the first batch's inputs) of
+    the model over a whole split."""
     from trainer.data import rank_dataset
-    probabilities: list[np.ndarray] = []
-    labels: list[np.ndarray] = []
-    first_images = np.zeros((0, *input_shape), np.float32)
-    for images, batch_labels in rank_dataset(data_dir, manifest, split, batch_size=BATCH, input_shape=input_shape):
-        if not probabilities:
-            first_images = images.numpy()
-        probabilities.append(model(images, training=False).numpy())
-        labels.append(batch_labels.numpy())
-    if not probabilities:
-        return np.zeros((0, manifest["num_classes"]), np.float32), np.zeros(0, np.int64), first_images
-    return np.concatenate(probabilities), np.concatenate(labels).astype(np.int64), first_images
+    outputs: list[np.ndarray] = []
+    targets: list[np.ndarray] = []
+    first_inputs = np.zeros((0, *input_shape), np.float32)
+    for inputs, batch_targets in rank_dataset(data_dir, manifest, split, batch_size=BATCH, input_shape=input_shape,
+                                              task=task):
+        if not outputs:
+            first_inputs = inputs.numpy()
+        given = np.asarray(model(inputs, training=False), np.float32)
+        outputs.append(given.reshape(len(given), -1))
+        targets.append(batch_targets.numpy())
+    if task != "classification":
+        k = output_size(manifest, task)
+        if not outputs:
+            return np.zeros((0, k), np.float32), np.zeros((0, k), np.float32), first_inputs
+        return np.concatenate(outputs), np.concatenate(targets).astype(np.float32).reshape(-1, k), first_inputs
+    if not outputs:
+        return np.zeros((0, manifest["num_classes"]), np.float32), np.zeros(0, np.int64), first_inputs
+    return np.concatenate(outputs), np.concatenate(targets).astype(np.int64), first_inputs
+
+
+def model_task(model_dir: Path, manifest: dict[str, Any]) -> str:
+    """The task the model in model_dir was trained for: its spec's, else train.task of its job's configuration
+    resolved against the data (data_task), else the data's own."""
+    from trainer.config import CONFIG_FILE_NAME, read_config
+    spec = read_spec(model_dir)
+    if spec.get("task"):
+        return str(spec["task"])
+    config = Path(model_dir) / CONFIG_FILE_NAME
+    return data_task(manifest, read_config(config).train.task if config.is_file() else "auto")
+
+
+def train_metric_names(model_dir: Path) -> list[str]:
+    """train.metrics of the model's job (none without its configuration)."""
+    from trainer.config import CONFIG_FILE_NAME, read_config
+    config = Path(model_dir) / CONFIG_FILE_NAME
+    return list(read_config(config).train.metrics) if config.is_file() else []
+
+
+def loss_name(model_dir: Path, task: str) -> str | None:
+    """The Keras loss the model trained with (the task's default, or train.loss by name); None: the user's own."""
+    from trainer.config import CONFIG_FILE_NAME, IMPORT_PATH, read_config
+    config = Path(model_dir) / CONFIG_FILE_NAME
+    loss = read_config(config).train.loss if config.is_file() else None
+    if loss is None:
+        return "sparse_categorical_crossentropy" if task == "classification" else "mse"
+    return None if IMPORT_PATH.fullmatch(loss) else loss
+
+
+SPARSE_NAMES = {"accuracy": "sparse_categorical_accuracy", "acc": "sparse_categorical_accuracy",
+                "crossentropy": "sparse_categorical_crossentropy", "ce": "sparse_categorical_crossentropy",
+                "top_k_categorical_accuracy": "sparse_top_k_categorical_accuracy"}  # class ids, as compile reads them
+
+
+def keras_metric_values(names: list[str], targets: np.ndarray, outputs: np.ndarray, task: str) -> dict[str, float]:
+    """Each Keras metric (or loss) by name over the whole split's targets and outputs; a name Keras cannot compute
+    on them is left out."""
+    import tensorflow as tf
+    values: dict[str, float] = {}
+    for name in names:
+        keras_name = SPARSE_NAMES.get(name, name) if task == "classification" else name
+        try:
+            metric = tf.keras.metrics.get(keras_name)
+        except ValueError:
+            try:
+                metric = tf.keras.losses.get(keras_name)
+            except ValueError:
+                continue
+        try:
+            if isinstance(metric, type):
+                metric = metric()
+            if isinstance(metric, tf.keras.metrics.Metric):
+                metric.update_state(targets, outputs)
+                values[name] = float(metric.result().numpy())
+            else:
+                values[name] = float(np.mean(np.asarray(metric(targets, outputs))))
+        except (ValueError, TypeError, tf.errors.InvalidArgumentError):
+            continue
+    return values
+
+
+def extra_metrics(model_dir: Path, task: str, targets: np.ndarray, outputs: np.ndarray) -> dict[str, float]:
+    """train.metrics by their Keras names, and (regression) "loss": the training's Keras loss, over the split."""
+    if not len(targets):
+        return {}
+    extra = keras_metric_values(train_metric_names(model_dir), targets, outputs, task)
+    loss = loss_name(model_dir, task) if task != "classification" else None
+    if loss and (value := keras_metric_values([loss], targets, outputs, task).get(loss)) is not None:
+        extra["loss"] = value
+    return extra
 
 
 def _save_npz(path: Path, **arrays: Any) -> None:
@@ -81,18 +184,28 @@ def write_model_outputs(model_dir: Path, data_dir: Path, manifest: dict[str, Any
     import tensorflow as tf
     tf.keras.mixed_precision.set_global_policy("float32")  # as a later process loads it
     model = load_model(model_dir)
-    spec = read_spec(model_dir)
+    spec, task = read_spec(model_dir), model_task(model_dir, manifest)
     input_shape = tuple(spec["input_shape"])
-    probabilities, labels, images = split_predictions(model, data_dir, manifest, "test", input_shape)
+    outputs, targets, inputs = split_predictions(model, data_dir, manifest, "test", input_shape, task)
     tmp = model_dir / f".tmp-{SAVEDMODEL}"
     shutil.rmtree(tmp, ignore_errors=True)
-    write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])],
-                     input_shape)
+    if data_kind(manifest) == "tensor":
+        write_tensor_savedmodel(model, tmp, input_shape, task)
+    else:
+        write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])],
+                         input_shape)
     shutil.rmtree(model_dir / SAVEDMODEL, ignore_errors=True)
     os.replace(tmp, model_dir / SAVEDMODEL)
-    sample = images[:PARITY_IMAGES]
-    _save_npz(model_dir / PARITY_SAMPLE, images=sample, probabilities=probabilities[:len(sample)])
-    _save_npz(model_dir / TEST_PREDICTIONS, probabilities=probabilities, labels=labels)
+    sample = inputs[:PARITY_IMAGES]
+    _save_npz(model_dir / PARITY_SAMPLE, images=sample, probabilities=outputs[:len(sample)])
+    extra = extra_metrics(model_dir, task, targets, outputs)
+    names, values = np.array(list(extra), dtype=str), np.array(list(extra.values()), np.float64)
+    if task == "classification":
+        _save_npz(model_dir / TEST_PREDICTIONS, probabilities=outputs, labels=targets, metric_names=names,
+                  metric_values=values)
+    else:
+        _save_npz(model_dir / TEST_PREDICTIONS, predictions=outputs, targets=targets, metric_names=names,
+                  metric_values=values)
 
 
 if __name__ == "__main__":  # python -m trainer.model_outputs MODEL_DIR DATA_DIR: for a model trained without them

@@ -44,10 +44,10 @@ def confusion_matrix_png(matrix: np.ndarray, class_names: list[str], path: Path)
 
 
 def training_curves_png(history: dict[str, list[float]], path: Path) -> Path:
-    """Loss and accuracy per epoch, training and validation."""
+    """Loss and accuracy (a regressor's: MAE) per epoch, training and validation."""
     plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for axis, metric in zip(axes, ("loss", "accuracy")):
+    for axis, metric in zip(axes, ("loss", "mae" if "mae" in history and "accuracy" not in history else "accuracy")):
         for key, style in ((metric, "-"), (f"val_{metric}", "--")):
             if history.get(key):
                 epochs = np.arange(1, len(history[key]) + 1)

@@ -3,9 +3,12 @@ check (and of register's scoring of the champion).
 
 python -m tasks.outputs.serve_check, then one JSON request per line on its standard input, each answered by one
 line that starts with ANSWER:
-  {"ask": "predict", "savedmodel": DIR, "images": "IMAGES.npy", "out": "OUT.npy"} -> null (probabilities in OUT)
+  {"ask": "predict", "savedmodel": DIR, "images": "IMAGES.npy", "out": "OUT.npy"} -> null (the outputs in OUT:
+  an image model's probabilities, a tensor model's predictions)
   {"ask": "accuracy", "savedmodel": DIR, "data_dir": DIR} -> the test split's accuracy, or null when the model
   cannot score it (other input channels or classes)
+  {"ask": "score", "savedmodel": DIR, "data_dir": DIR, "metric": NAME, "task": TASK, "loss": NAME|null} -> the
+  test split's value of that test metric (the gate's), or null when the model cannot score it
   {"ask": "build", "model": NAME, "source": FILE|null, "input_shape": [...], "outputs": N, "model_args": {...},
    "loss": NAME|null, "loss_source": FILE|null} -> null, or the one line that says why the user's model (or
   loss) cannot be built for the data (the preflight's check, on the CPU, before any rank starts)
@@ -32,11 +35,23 @@ def serving_function(savedmodel: str) -> Any:
     return tf.saved_model.load(savedmodel).signatures[SIGNATURE]
 
 
-def predict(savedmodel: str, images: str, out: str) -> None:
-    """Class probabilities from the `serving_default` signature, for the images saved in `images`, into `out`."""
+def input_of(serve: Any) -> tuple[str, tuple[int, ...]]:
+    """The name and one example's shape of the signature's one input ("images" or "x")."""
+    ((name, spec),) = serve.structured_input_signature[1].items()
+    return name, tuple(spec.shape[1:])
+
+
+def outputs_of(serve: Any, batch: np.ndarray, output: str = "") -> np.ndarray:
+    """The signature's `output` for a batch (by default "predictions" of a tensor model, else "probabilities")."""
     import tensorflow as tf
-    serve = serving_function(savedmodel)
-    np.save(out, serve(images=tf.constant(np.load(images), tf.float32))["probabilities"].numpy())
+    name, _ = input_of(serve)
+    answer = serve(**{name: tf.constant(batch, tf.float32)})
+    return answer[output or ("predictions" if "predictions" in answer else "probabilities")].numpy()
+
+
+def predict(savedmodel: str, images: str, out: str) -> None:
+    """The `serving_default` signature's outputs for the inputs saved in `images`, into `out`."""
+    np.save(out, outputs_of(serving_function(savedmodel), np.load(images)))
 
 
 def accuracy(savedmodel: str, data_dir: str) -> float | None:
@@ -54,6 +69,34 @@ def accuracy(savedmodel: str, data_dir: str) -> float | None:
                              Path(data_dir), shape, manifest["num_classes"])
 
 
+def score(savedmodel: str, data_dir: str, metric: str, task: str, loss: str | None = None) -> float | None:
+    """The SavedModel's value of the test metric `metric` over the prepared test split, as evaluate scores the
+    trained model (Keras metrics, test_<name>, computed here); None when it cannot score this data (another
+    input, output or task) or the metric."""
+    from tasks.outputs.evaluate import outputs_on_split, task_scores
+    from trainer.model_outputs import keras_metric_values
+    from trainer.prepared_data import data_kind, feature_shape, read_manifest
+    serve = serving_function(savedmodel)
+    manifest = read_manifest(Path(data_dir))
+    name, shape = input_of(serve)
+    output = "probabilities" if task == "classification" else "predictions"
+    if data_kind(manifest) == "tensor":
+        fits = name == "x" and shape == feature_shape(manifest)
+    else:
+        fits = name == "images" and len(shape) == 3 and shape[2] == manifest["channels"]
+    if not fits or output not in serve.structured_outputs:
+        return None
+    scored = outputs_on_split(lambda batch: outputs_of(serve, batch, output), Path(data_dir), shape, task)
+    if scored is None:
+        return None
+    metrics: dict[str, float | None] = dict(task_scores(*scored, task, manifest).metrics)
+    if metric not in metrics and metric.startswith("test_"):
+        keras_name = loss if metric == "test_loss" and loss else metric[len("test_"):]
+        metrics[metric] = keras_metric_values([keras_name], scored[1], scored[0], task).get(keras_name)
+    value = metrics.get(metric)
+    return None if value is None else float(value)
+
+
 def build(model: str, source: str | None, input_shape: list[int], outputs: int, model_args: dict[str, Any],
           loss: str | None, loss_source: str | None) -> str | None:
     """Why the model (built once, here on the CPU) or the loss cannot serve the job, in one line; None: they can."""
@@ -68,7 +111,7 @@ def build(model: str, source: str | None, input_shape: list[int], outputs: int, 
     return None
 
 
-REQUESTS: dict[str, Callable[..., Any]] = {"predict": predict, "accuracy": accuracy, "build": build}
+REQUESTS: dict[str, Callable[..., Any]] = {"predict": predict, "accuracy": accuracy, "score": score, "build": build}
 
 
 def answer_requests() -> None:

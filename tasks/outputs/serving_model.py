@@ -9,6 +9,10 @@ Its input is a DataFrame (or a dict of columns) with one of two columns:
 Its output has one row per image: `class` (the name of the most likely class), `score` (its probability),
 `probabilities` (every class's, by name) and `error` (why an image could not be used; empty when it could).
 
+A tensor model (its `serving_default` takes float32 features "x"): its input is the features, an array [N,
+*feature_shape] (or rows of numbers, flattened, e.g. a DataFrame of feature columns); a regressor's output is
+its predictions [N, k], a classifier's the rows above (`error` empty).
+
 Logged as MLflow "models from code": this one file is all the serving side ships (it imports only MLflow, NumPy,
 pandas and, when loaded, TensorFlow); the SavedModel travels as the model's `savedmodel` artifact, the class names
 in its model config.
@@ -58,14 +62,30 @@ class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defi
     def load_context(self, context: Any) -> None:
         import tensorflow as tf
         signatures = tf.saved_model.load(context.artifacts["savedmodel"]).signatures
-        self._floats, self._bytes = signatures["serving_default"], signatures["serving_bytes"]
-        self._shape = [-1, *self._floats.structured_input_signature[1]["images"].shape[1:]]
+        self._floats, self._bytes = signatures["serving_default"], signatures.get("serving_bytes")
+        ((self._input, spec),) = self._floats.structured_input_signature[1].items()  # "images", or a tensor's "x"
+        self._shape = [-1, *spec.shape[1:]]
         self._names = [str(name) for name in context.model_config["classes"]]
+
+    def _tensor_answer(self, model_input: Any) -> Any:
+        """A tensor model's answer: a regressor's predictions [N, k], a classifier's rows."""
+        import pandas as pd
+        import tensorflow as tf
+        if isinstance(model_input, dict):
+            model_input = model_input.get("x", model_input)
+        features = np.asarray(getattr(model_input, "values", model_input), np.float32).reshape(self._shape)
+        answer = self._floats(x=tf.constant(features))
+        if "probabilities" not in answer:
+            return answer["predictions"].numpy()
+        scores = answer["probabilities"].numpy()
+        return pd.DataFrame(answer_columns(scores, [""] * len(scores), self._names))
 
     def predict(self, context, model_input, params=None):  # untyped: MLflow reads predict's hints as a schema
         """One row per image: its class name and score, every class's probability by name, its error."""
         import pandas as pd
         import tensorflow as tf
+        if self._input == "x":
+            return self._tensor_answer(model_input)
         columns = columns_of(model_input)
         if IMAGE in columns:
             answer = self._bytes(images_bytes=tf.constant([as_bytes(item) for item in columns[IMAGE]], tf.string))

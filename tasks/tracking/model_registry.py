@@ -1,10 +1,11 @@
 """register: the exported SavedModel as an MLflow model (signature, input example) in the registry, and the
-promotion gate: alias `champion` moves to a new version only if its test accuracy beats the champion's by at
-least `min_delta`, both measured on the same test split (the champion is scored again on the new run's split);
-otherwise the new version is the `challenger`."""
+promotion gate: alias `champion` moves to a new version only if its test metric (registry.metric: by default test
+accuracy for a classifier, test MAE for a regressor) beats the champion's by at least `min_delta` in the metric's
+direction (registry.mode), both measured on the same test split (the champion is scored again on the new run's
+split); otherwise the new version is the `challenger`."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,36 +18,86 @@ MODEL_ARTIFACT = "mlflow-model"
 SERVING_MODEL_FILE = ROOT / "tasks" / "outputs" / "serving_model.py"  # the pyfunc model, logged as code
 CHAMPION, CHALLENGER = "champion", "challenger"
 CLASSES_KEY = "classes"  # the class names, in the registered model's config (log_registered_model)
+DEFAULT_METRIC = "test_accuracy"  # a classifier's (and the gate's records before registry.metric)
+LOWER_IS_BETTER = ("loss", "mae", "mse", "rmse", "error")  # mode auto: a metric whose name holds one is minimised
+
+
+def gate_metric(metric: str | None, mode: str, task: str) -> tuple[str, str]:
+    """(the test metric the gate compares, "max" or "min"): registry.metric (None: test_accuracy for a classifier,
+    test_mae for a regressor) in registry.mode (auto: "min" when its name says loss, mae, mse, rmse or error)."""
+    name = metric or (DEFAULT_METRIC if task == "classification" else "test_mae")
+    if mode == "auto":
+        mode = "min" if any(word in name.lower() for word in LOWER_IS_BETTER) else "max"
+    return name, mode
+
+
+class NoGateMetric(ValueError):
+    """registry.metric names no test metric of the run."""
+    bad_input = True
+
+
+def gate_value(metrics: dict[str, float], metric: str) -> float:
+    """The run's value of the gate's metric; NoGateMetric (one line) when the evaluation has none of that name."""
+    if metric not in metrics:
+        raise NoGateMetric(f"registry.metric {metric!r} is not among this run's test metrics "
+                           f"({', '.join(sorted(name for name in metrics if '/' not in name))})")
+    return float(metrics[metric])
+
+
+def short_name(metric: str) -> str:
+    """The metric's name in the gate's records: test_accuracy -> accuracy (gate.champion_accuracy)."""
+    return metric.removeprefix("test_")
 
 
 @dataclass(frozen=True)
 class GateDecision:
-    """Which alias a new model version gets, and the numbers that decided it (all on the test split `test_split`)."""
+    """Which alias a new model version gets, and the numbers that decided it (all on the test split `test_split`):
+    the new version's `value` of `metric` and the champion's, better when higher (mode max) or lower (min)."""
     model_name: str
     version: str
     alias: str
-    test_accuracy: float
+    value: float
     champion_version: str | None
-    champion_accuracy: float | None  # the champion scored on this test split
-    champion_recorded_accuracy: float | None  # what the champion scored on its own split when it was registered
+    champion_value: float | None  # the champion scored on this test split
+    champion_recorded_value: float | None  # what the champion scored on its own split when it was registered
     min_delta: float
     test_split: str
     note: str = ""
+    metric: str = DEFAULT_METRIC
+    mode: str = "max"
+
+    @property
+    def champion_accuracy(self) -> float | None:  # the records' name before registry.metric
+        return self.champion_value
+
+    def label(self) -> str:
+        """The metric as the line says it: "test accuracy" for a classifier's default, else its name and way."""
+        if (self.metric, self.mode) == (DEFAULT_METRIC, "max"):
+            return "test accuracy"
+        return f"{self.metric} ({'lower' if self.mode == 'min' else 'higher'} is better)"
 
     def sentence(self) -> str:
         """One line for logs and summaries."""
         if self.champion_version is None:
-            return (f"{self.model_name} v{self.version} is {CHAMPION}: first model "
-                    f"(test accuracy {self.test_accuracy:.4f})")
+            return f"{self.model_name} v{self.version} is {CHAMPION}: first model ({self.label()} {self.value:.4f})"
         verb = "promoted to" if self.alias == CHAMPION else "kept as"
-        if self.champion_accuracy is None:
+        if self.champion_value is None:
             return f"{self.model_name} v{self.version} {verb} {self.alias}: {self.note}"
-        return (f"{self.model_name} v{self.version} {verb} {self.alias}: test accuracy {self.test_accuracy:.4f} vs "
-                f"{CHAMPION} v{self.champion_version} {self.champion_accuracy:.4f} on the same test split "
+        return (f"{self.model_name} v{self.version} {verb} {self.alias}: {self.label()} {self.value:.4f} vs "
+                f"{CHAMPION} v{self.champion_version} {self.champion_value:.4f} on the same test split "
                 f"(min_delta {self.min_delta})")
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, object]) -> "GateDecision":
+        """A decision as_dict wrote (gate.json), also one written before registry.metric (test_accuracy ...)."""
+        renamed = {"test_accuracy": "value", "champion_accuracy": "champion_value",
+                   "champion_recorded_accuracy": "champion_recorded_value"}
+        known = {field.name for field in fields(cls)}
+        given = {renamed.get(key, key): value for key, value in saved.items()}
+        return cls(**{key: value for key, value in given.items() if key in known})  # type: ignore[arg-type]
 
 
 class _PyfuncFlavor:
@@ -74,6 +125,35 @@ def encoded_examples(images: np.ndarray) -> list[bytes]:
     return examples
 
 
+@dataclass(frozen=True)
+class ModelKind:
+    """What a registered model takes and gives: an image model (feature_shape None), or a tensor model's one
+    example's feature shape; its task and its number of outputs (classes or targets)."""
+    task: str = "classification"
+    feature_shape: tuple[int, ...] | None = None
+    outputs: int = 0
+
+
+def model_kind(manifest: dict[str, Any], task: str) -> ModelKind:
+    """The kind of model trained on this prepared data for `task`."""
+    from trainer.prepared_data import data_kind, feature_shape, output_size
+    shape = feature_shape(manifest) if data_kind(manifest) == "tensor" else None
+    return ModelKind(task, shape, output_size(manifest, task))
+
+
+def tensor_signature(kind: ModelKind) -> Any:
+    """A tensor model's pyfunc signature: float32 features [-1, *feature_shape] (unnamed: a list of rows, or a
+    DataFrame of feature columns) in; a regressor's predictions [-1, k] out, a classifier's as an image model's."""
+    import numpy
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Schema, TensorSpec
+    assert kind.feature_shape is not None
+    inputs = Schema([TensorSpec(numpy.dtype(numpy.float32), (-1, *kind.feature_shape))])
+    if kind.task == "classification":
+        return ModelSignature(inputs=inputs, outputs=serving_signature().outputs)
+    return ModelSignature(inputs=inputs, outputs=Schema([TensorSpec(numpy.dtype(numpy.float32), (-1, kind.outputs))]))
+
+
 def serving_signature() -> Any:
     """The pyfunc model's signature: encoded images (or float pixels) in; class, score, each class's probability
     and an error per image out (tasks/outputs/serving_model.py)."""
@@ -89,10 +169,11 @@ def serving_signature() -> Any:
 
 
 def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, class_names: list[str],
-                         model_name: str) -> str:
+                         model_name: str, kind: ModelKind = ModelKind()) -> str:
     """Log the SavedModel as a pyfunc MLflow model of the run (its signature; its input example: the `examples`
-    images as PNG bytes; the class names in its config) and register it, its digest signed (sign_version); returns
-    the version. The run stays RUNNING: it finishes when the whole pipeline has."""
+    images as PNG bytes, or a tensor model's features; the class names, task and kind in its config) and register
+    it, its digest signed (sign_version); returns the version. The run stays RUNNING: it finishes when the whole
+    pipeline has."""
     from importlib.metadata import version as installed
 
     import mlflow
@@ -107,8 +188,11 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
         info = Model.log(
             artifact_path=None, name=MODEL_ARTIFACT, flavor=_PyfuncFlavor, flavor_name="pyfunc.ModelFromCode",
             python_model=str(SERVING_MODEL_FILE), artifacts={"savedmodel": str(savedmodel)},
-            model_config={CLASSES_KEY: class_names}, signature=serving_signature(),
-            input_example=pd.DataFrame({IMAGE: encoded_examples(examples)}),
+            model_config={CLASSES_KEY: class_names, "task": kind.task,
+                          "kind": "image" if kind.feature_shape is None else "tensor"},
+            signature=serving_signature() if kind.feature_shape is None else tensor_signature(kind),
+            input_example=pd.DataFrame({IMAGE: encoded_examples(examples)}) if kind.feature_shape is None
+            else np.asarray(examples, np.float32),
             pip_requirements=[f"tensorflow=={installed('tensorflow')}", f"mlflow=={mlflow.__version__}", "pandas"],
             registered_model_name=model_name, validate_serving_input=False)
     finally:
@@ -139,39 +223,52 @@ def current_champion(model_name: str) -> Any | None:
         raise
 
 
-def recorded_accuracy(version: Any) -> float:
+def recorded_value(version: Any, metric: str = DEFAULT_METRIC) -> float | None:
+    """The test metric a version had on its own run's test split (None: its run has none of that name)."""
+    recorded = version.tags.get(metric)
+    if recorded:
+        return float(recorded)
+    value = mlflow_store.client().get_run(version.run_id).data.metrics.get(metric)
+    return None if value is None else float(value)
+
+
+def recorded_accuracy(version: Any) -> float | None:
     """The test accuracy a version had on its own run's test split."""
-    accuracy = version.tags.get("test_accuracy")
-    return float(accuracy if accuracy else mlflow_store.client().get_run(version.run_id).data.metrics["test_accuracy"])
+    return recorded_value(version, DEFAULT_METRIC)
 
 
-def decide_gate(model_name: str, version: str, test_accuracy: float, min_delta: float, test_split: str,
-                score_champion: Callable[[Any], float | None]) -> GateDecision:
-    """Compare the new version with the champion scored on the same test split (score_champion); a champion that
-    cannot score this split (other input shape or classes), or that the pipeline did not sign (never run), does not
-    block the new version."""
+def decide_gate(model_name: str, version: str, value: float, min_delta: float, test_split: str,
+                score_champion: Callable[[Any], float | None], metric: str = DEFAULT_METRIC,
+                mode: str = "max") -> GateDecision:
+    """Compare the new version's `value` of `metric` with the champion's scored on the same test split
+    (score_champion), better by min_delta in `mode`'s direction; a champion that cannot score this split (other
+    inputs, outputs or task), or that the pipeline did not sign (never run), does not block the new version."""
     champion = current_champion(model_name)
     if champion is None:
-        return GateDecision(model_name, version, CHAMPION, test_accuracy, None, None, None, min_delta, test_split)
+        return GateDecision(model_name, version, CHAMPION, value, None, None, None, min_delta, test_split, "",
+                            metric, mode)
     try:
         now = score_champion(champion)
     except registry_signature.Untrusted as error:  # not run on this host: it does not block the pipeline's version
-        return GateDecision(model_name, version, CHAMPION, test_accuracy, str(champion.version), None, None,
-                            min_delta, test_split, f"{CHAMPION} v{champion.version} not scored: {error}")
+        return GateDecision(model_name, version, CHAMPION, value, str(champion.version), None, None, min_delta,
+                            test_split, f"{CHAMPION} v{champion.version} not scored: {error}", metric, mode)
     note = "" if now is not None else f"{CHAMPION} v{champion.version} cannot score this test split (other inputs)"
-    promote = now is None or test_accuracy - now >= min_delta
-    return GateDecision(model_name, version, CHAMPION if promote else CHALLENGER, test_accuracy,
-                        str(champion.version), now, recorded_accuracy(champion), min_delta, test_split, note)
+    gain = (value - now if mode == "max" else now - value) if now is not None else 0.0
+    promote = now is None or gain >= min_delta
+    return GateDecision(model_name, version, CHAMPION if promote else CHALLENGER, value, str(champion.version), now,
+                        recorded_value(champion, metric), min_delta, test_split, note, metric, mode)
 
 
 def apply_gate(decision: GateDecision) -> None:
-    """Record the decision on the new version and give it its alias."""
+    """Record the decision on the new version and give it its alias (a classifier's by default as ever:
+    test_accuracy, gate.champion_accuracy ...; another metric's by its name, and the metric and its mode)."""
     client = mlflow_store.client()
-    tags = {"test_accuracy": decision.test_accuracy, "gate.decision": decision.alias,
+    short = short_name(decision.metric)
+    tags = {decision.metric: decision.value, "gate.decision": decision.alias,
             "gate.min_delta": decision.min_delta, "gate.champion_version": decision.champion_version,
-            "gate.champion_accuracy": decision.champion_accuracy,
-            "gate.champion_recorded_accuracy": decision.champion_recorded_accuracy,
-            "gate.test_split": decision.test_split}
+            f"gate.champion_{short}": decision.champion_value,
+            f"gate.champion_recorded_{short}": decision.champion_recorded_value,
+            "gate.test_split": decision.test_split, "gate.metric": decision.metric, "gate.mode": decision.mode}
     for key, value in tags.items():
         client.set_model_version_tag(decision.model_name, decision.version, key, "" if value is None else str(value))
     client.set_registered_model_alias(decision.model_name, decision.alias, decision.version)
@@ -204,8 +301,8 @@ def verified_download(model_name: str, version: str, folder: Path) -> tuple[Path
     config = Model.load(str(model_dir)).flavors.get("python_function", {}).get("config") or {}
     savedmodels = [path.parent for path in model_dir.rglob("saved_model.pb")]
     if CLASSES_KEY not in config or len(savedmodels) != 1:
-        raise registry_signature.Untrusted(f"{model_name} v{version} is not a ringflow image classifier (no "
-                                           "SavedModel with class names): register a model made by this pipeline")
+        raise registry_signature.Untrusted(f"{model_name} v{version} is not a ringflow model (no SavedModel with "
+                                           "class names): register a model made by this pipeline")
     class_names = [str(name) for name in config[CLASSES_KEY]]
     registry_signature.verify(key, model_name, version, tags, savedmodels[0], class_names)
     return savedmodels[0], class_names

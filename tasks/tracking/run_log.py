@@ -136,24 +136,31 @@ def metric_name(text: str) -> str:
 
 
 def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[float]], work_dir: Path) -> None:
-    """Test metrics, per-class precision/recall (metrics and JSON), confusion-matrix and training-curves PNGs."""
+    """Test metrics; a classifier's per-class precision/recall (metrics and JSON) and confusion-matrix PNG, a
+    regressor's per-target scores (JSON); the training-curves PNG."""
     per_class_metrics = {f"test_{score}_{metric_name(name)}": values[score]
                          for name, values in evaluation.per_class.items() for score in ("precision", "recall")}
     mlflow_store.log_metrics(run_id, evaluation.metrics | per_class_metrics)
     with atomic_dir(work_dir) as tmp:
-        (tmp / "per_class.json").write_text(json.dumps(evaluation.per_class, indent=2))
-        (tmp / "confusion_matrix.json").write_text(json.dumps(
-            {"classes": evaluation.class_names, "matrix": evaluation.confusion.tolist()}))
-        confusion_matrix_png(evaluation.confusion, evaluation.class_names, tmp / "confusion_matrix.png")
+        if evaluation.task == "regression":
+            (tmp / "per_target.json").write_text(json.dumps(evaluation.per_target, indent=2))
+        else:
+            (tmp / "per_class.json").write_text(json.dumps(evaluation.per_class, indent=2))
+            (tmp / "confusion_matrix.json").write_text(json.dumps(
+                {"classes": evaluation.class_names, "matrix": evaluation.confusion.tolist()}))
+            confusion_matrix_png(evaluation.confusion, evaluation.class_names, tmp / "confusion_matrix.png")
         training_curves_png(history, tmp / "training_curves.png")
     mlflow_store.log_artifacts(run_id, work_dir, "evaluation")
 
 
 def log_gate(run_id: str, decision: GateDecision) -> None:
-    """The promotion decision, both accuracies on the same test split and that split's hash as run tags."""
+    """The promotion decision, both values of its metric on the same test split and that split's hash as run tags
+    (a classifier's by default as ever: ringflow.gate.test_accuracy, ringflow.gate.champion_accuracy ...)."""
+    short = decision.metric.removeprefix("test_")
     gate = {"model_version": decision.version, "decision": decision.alias,
-            "champion_version": decision.champion_version, "champion_accuracy": decision.champion_accuracy,
-            "test_accuracy": decision.test_accuracy, "test_split": decision.test_split, "min_delta": decision.min_delta}
+            "champion_version": decision.champion_version, f"champion_{short}": decision.champion_value,
+            decision.metric: decision.value, "test_split": decision.test_split, "min_delta": decision.min_delta,
+            "metric": decision.metric, "mode": decision.mode}
     mlflow_store.set_tags(run_id, {f"ringflow.gate.{key}": value for key, value in gate.items()})
 
 

@@ -53,11 +53,11 @@ def test_gate_promotes_a_better_model_and_refuses_a_worse_one(store_dir: Path) -
     import mlflow.pyfunc
     savedmodel = tiny_savedmodel(store_dir / "savedmodel")
     first = gate(registered_run(savedmodel, 0.90), 0.90)
-    assert (first.alias, first.champion_accuracy) == (CHAMPION, None)
+    assert (first.alias, first.champion_value) == (CHAMPION, None)
     better = gate(registered_run(savedmodel, 0.95), 0.95)
-    assert (better.alias, better.champion_version, better.champion_accuracy) == (CHAMPION, first.version, 0.90)
+    assert (better.alias, better.champion_version, better.champion_value) == (CHAMPION, first.version, 0.90)
     marginal = gate(registered_run(savedmodel, 0.955), 0.955)
-    assert (marginal.alias, marginal.champion_version, marginal.champion_accuracy) == (CHALLENGER, better.version, 0.95)
+    assert (marginal.alias, marginal.champion_version, marginal.champion_value) == (CHALLENGER, better.version, 0.95)
     client = mlflow_store.client()
     assert str(client.get_model_version_by_alias("gate-test", CHAMPION).version) == better.version
     assert str(client.get_model_version_by_alias("gate-test", CHALLENGER).version) == marginal.version
@@ -118,7 +118,7 @@ def test_the_gate_scores_the_champion_on_the_new_test_split(store_dir: Path) -> 
     rescore = lambda version: model_registry.score_registered_model(version, split_b, champion_accuracy)  # noqa: E731
     decision = decide_gate("gate-test", version, 0.9, 0.01, split_hash(read_manifest(split_b)), rescore)
     assert (decision.alias, decision.champion_version) == (CHAMPION, champion.version)  # 0.9 vs 1.0 would refuse
-    assert (decision.champion_accuracy, decision.champion_recorded_accuracy) == (0.5, 1.0)
+    assert (decision.champion_value, decision.champion_recorded_value) == (0.5, 1.0)
     assert decision.test_split == split_hash(read_manifest(split_b)) and "same test split" in decision.sentence()
     close_fresh_process()
 

@@ -130,3 +130,49 @@ def test_a_registry_error_is_not_taken_for_no_champion(monkeypatch: pytest.Monke
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     with pytest.raises(Exception, match="127.0.0.1"):
         model_registry.current_champion("gate-test")
+
+
+def test_the_gate_metric_and_its_direction() -> None:
+    from tasks.tracking.model_registry import gate_metric
+    assert gate_metric(None, "auto", "classification") == ("test_accuracy", "max")
+    assert gate_metric(None, "auto", "regression") == ("test_mae", "min")
+    assert [gate_metric(name, "auto", "regression")[1] for name in ("test_rmse", "test_loss", "test_r2")] == \
+        ["min", "min", "max"]
+    assert gate_metric("test_r2", "min", "regression") == ("test_r2", "min")  # stated: as stated
+
+
+def tensor_savedmodel(path: Path) -> Path:
+    """A regressor's SavedModel as the training writes it: 3 features -> 2 targets."""
+    import tensorflow as tf
+
+    from trainer.model_outputs import write_tensor_savedmodel
+    model = tf.keras.Sequential([tf.keras.layers.Input((3,)), tf.keras.layers.Dense(2)])
+    write_tensor_savedmodel(model, path, (3,), "regression")
+    return path
+
+
+def test_the_gate_promotes_a_regressor_on_test_mae_min_and_refuses_a_worse_one(store_dir: Path) -> None:
+    import mlflow.pyfunc
+
+    from tasks.tracking.model_registry import ModelKind, recorded_value
+    savedmodel, kind = tensor_savedmodel(store_dir / "regressor"), ModelKind("regression", (3,), 2)
+    example = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+
+    def gated(mae: float) -> object:
+        run_id = mlflow_store.start_run(EXPERIMENT, {"data_hash": "r.dir"}, {})
+        mlflow_store.log_metrics(run_id, {"test_mae": mae})
+        version = log_registered_model(run_id, savedmodel, example, [], "gate-mae", kind)
+        decision = decide_gate("gate-mae", version, mae, 0.01, "split-r", lambda v: recorded_value(v, "test_mae"),
+                               "test_mae", "min")
+        apply_gate(decision)
+        return decision
+    first, better, worse = gated(0.5), gated(0.3), gated(0.295)
+    assert (first.alias, better.alias, better.champion_value) == (CHAMPION, CHAMPION, 0.5)
+    assert (worse.alias, worse.champion_value) == (CHALLENGER, 0.3)  # lower, but by less than min_delta
+    assert "test_mae (lower is better) 0.2950 vs champion" in worse.sentence()
+    tags = mlflow_store.client().get_model_version("gate-mae", worse.version).tags
+    assert (tags["test_mae"], tags["gate.champion_mae"], tags["gate.metric"], tags["gate.mode"]) == \
+        ("0.295", "0.3", "test_mae", "min")
+    model = mlflow.pyfunc.load_model("models:/gate-mae@champion")
+    assert list(model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"]) == [-1, 3]
+    assert model.predict(example).shape == (2, 2)

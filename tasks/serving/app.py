@@ -16,8 +16,19 @@ from starlette.concurrency import run_in_threadpool
 
 from tasks.serving.batcher import Batcher, Busy
 from tasks.serving.champion import Champion, say
-from tasks.serving.protocol import Inputs, Refused, mlflow_answer, mlflow_inputs, tf_serving_answer, tf_serving_inputs
-from tasks.serving.served_model import Answer, ServedModel
+from tasks.serving.protocol import (
+    Inputs,
+    Refused,
+    mlflow_answer,
+    mlflow_inputs,
+    mlflow_tensor_answer,
+    mlflow_tensor_inputs,
+    tensor_answer,
+    tensor_inputs,
+    tf_serving_answer,
+    tf_serving_inputs,
+)
+from tasks.serving.served_model import Answer, ServedModel, TensorAnswer
 from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"
@@ -74,22 +85,27 @@ class Failed(RuntimeError):
     status = 500
 
 
-async def answered(batcher: Batcher, model: ServedModel, inputs: Inputs, max_pixels: int) -> Answer:
-    """`model`'s answer: encoded images through the batcher, each declaring over max_pixels in its header refused
-    before it reaches TensorFlow (sent as an empty item, answered with its reason); float images straight to the
-    model's float signature."""
+async def answered(batcher: Batcher, model: ServedModel, inputs: Inputs,
+                   max_pixels: int) -> Answer | TensorAnswer:
+    """`model`'s answer: encoded images (and a tensor model's instances) through the batcher, each image declaring
+    over max_pixels in its header refused before it reaches TensorFlow (sent as an empty item, answered with its
+    reason); float images straight to the model's float signature."""
     try:
+        if inputs.features is not None:
+            return await batcher.classify(list(inputs.features), model)
         if inputs.encoded is not None:
             refusals = [size_refusal(image, max_pixels) for image in inputs.encoded]
             answer = await batcher.classify([b"" if reason else image
                                              for reason, image in zip(refusals, inputs.encoded)], model)
+            assert isinstance(answer, Answer)
             return replace(answer, errors=[reason or error for reason, error in zip(refusals, answer.errors)])
         assert inputs.pixels is not None
         return await run_in_threadpool(model.classify_pixels, inputs.pixels)
     except Busy:
         raise
     except Exception as error:  # TensorFlow's error on these images: this request fails, not the server
-        raise Failed(f"v{model.version} failed on the request's images: {what_failed(error)}") from error
+        what = "instances" if inputs.features is not None else "images"
+        raise Failed(f"v{model.version} failed on the request's {what}: {what_failed(error)}") from error
 
 
 def what_failed(error: Exception) -> str:
@@ -136,10 +152,13 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
             if model_name != name:
                 raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
             document = await document_of(request, limits)
-            inputs = tf_serving_inputs(document, limits.max_instances, model.image_shape)
+            read = tensor_inputs if model.tensor else tf_serving_inputs
+            inputs = read(document, limits.max_instances, model.image_shape)
             result = await answered(batcher, model, inputs, limits.max_image_pixels)
         except (Refused, Failed, Busy) as error:
             return refusal(request, error, lambda reason: {"error": reason})
+        if isinstance(result, TensorAnswer):
+            return answer(tensor_answer(result, inputs.rows), model)
         return answer(tf_serving_answer(result, inputs.rows), model)
 
     @app.get("/v1/models/{model_name}")
@@ -154,11 +173,14 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
         model = champion.current()
         try:
             document = await document_of(request, limits)
-            inputs = mlflow_inputs(document, limits.max_instances, model.image_shape)
+            read = mlflow_tensor_inputs if model.tensor else mlflow_inputs
+            inputs = read(document, limits.max_instances, model.image_shape)
             result = await answered(batcher, model, inputs, limits.max_image_pixels)
         except (Refused, Failed, Busy) as error:
             code = {Refused: "BAD_REQUEST", Busy: "RESOURCE_EXHAUSTED"}.get(type(error), "INTERNAL_ERROR")
             return refusal(request, error, lambda reason: {"error_code": code, "message": reason})
+        if isinstance(result, TensorAnswer):
+            return answer(mlflow_tensor_answer(result, model.class_names), model)
         return answer(mlflow_answer(result, model.class_names), model)
 
     @app.get("/ping")

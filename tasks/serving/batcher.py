@@ -11,14 +11,15 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from tasks.serving.served_model import Answer, ServedModel
+from tasks.serving.served_model import Answer, ServedModel, TensorAnswer
 
 
 @dataclass
 class Waiting:
-    """A request's images, the model it was read for, and where their answer goes."""
-    images: list[bytes]
+    """A request's images (or a tensor model's instances), the model it was read for, and where their answer goes."""
+    images: list[Any]
     model: ServedModel
     answer: asyncio.Future
     loop: asyncio.AbstractEventLoop
@@ -55,8 +56,9 @@ class Batcher:
         self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
         self._thread.start()
 
-    async def classify(self, images: list[bytes], model: ServedModel) -> Answer:
-        """`model`'s answer for these images; Busy when max_queued requests wait already."""
+    async def classify(self, images: list[Any], model: ServedModel) -> Answer | TensorAnswer:
+        """`model`'s answer for these images (a tensor model's: instances); Busy when max_queued requests wait
+        already."""
         loop = asyncio.get_running_loop()
         waiting = Waiting(images, model, loop.create_future(), loop)
         try:
@@ -98,12 +100,12 @@ class Batcher:
         """Run the batch's model on its images and give each request its rows."""
         model = batch[0].model
         try:
-            answer = model.classify([image for waiting in batch for image in waiting.images])
+            answer = model.answer([image for waiting in batch for image in waiting.images])
         except Exception as error:  # the model failed on this batch: each of its requests is told, not the server
             for waiting in batch:
                 waiting.loop.call_soon_threadsafe(settle, waiting.answer, error, True)
             return
-        self.batches, self.images = self.batches + 1, self.images + len(answer.errors)
+        self.batches, self.images = self.batches + 1, self.images + sum(len(waiting.images) for waiting in batch)
         start = 0
         for waiting in batch:
             rows = answer.rows(start, start + len(waiting.images))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.serving.served_model import Answer
+from tasks.serving.served_model import Answer, TensorAnswer
 from trainer.serving_bytes import BYTES_SIGNATURE
 
 with warnings.catch_warnings(record=True):  # MLflow's hint to model authors when the pyfunc model's class is made
@@ -37,9 +37,12 @@ class Inputs:
     encoded: list[bytes] | None
     pixels: np.ndarray | None
     rows: bool = True
+    features: np.ndarray | None = None  # a tensor model's instances, float32 [N, *feature_shape]
 
     @property
     def count(self) -> int:
+        if self.features is not None:
+            return len(self.features)
         return len(self.encoded) if self.encoded is not None else len(self.pixels if self.pixels is not None else [])
 
 
@@ -75,10 +78,95 @@ def tf_serving_inputs(document: Any, max_instances: int, image_shape: tuple[int,
     return Inputs([decoded_b64(item, f"instance {index}") for index, item in enumerate(items)], None, rows)
 
 
-def counted(count: int, max_instances: int) -> None:
-    """Refuse a request of more images than serving.max_instances."""
+def counted(count: int, max_instances: int, what: str = "images") -> None:
+    """Refuse a request of more images (instances) than serving.max_instances."""
     if count > max_instances:
-        raise Refused(413, f"{count} images in one request: over serving.max_instances ({max_instances})")
+        raise Refused(413, f"{count} {what} in one request: over serving.max_instances ({max_instances})")
+
+
+TENSOR_INPUT = "x"  # a tensor model's one input
+
+
+def unnamed(value: Any, where: str) -> Any:
+    """An instance (or the columns) as sent, or the value of the model's one input by its name {"x": ...}."""
+    if isinstance(value, dict):
+        if list(value) != [TENSOR_INPUT]:
+            raise Refused(400, f"{where}: the model's one input is {TENSOR_INPUT!r} (got {sorted(value)[:3]})")
+        return value[TENSOR_INPUT]
+    return value
+
+
+def tensor_features(items: Any, feature_shape: tuple[int, ...], where: str) -> np.ndarray:
+    """float32 features [N, *feature_shape] of instances given as nested lists of numbers (or flattened rows)."""
+    try:
+        numbers = np.asarray(items)
+    except (TypeError, ValueError, RecursionError):
+        raise Refused(400, f"{where}: instances must be lists of numbers, all of one shape") from None
+    if numbers.dtype.kind not in "iuf":
+        raise Refused(400, f"{where}: instances must be lists of numbers, all of one shape (not "
+                           f"{'text' if numbers.dtype.kind in 'US' else 'other values'})")
+    size = int(np.prod(feature_shape))
+    if numbers.ndim >= 1 and numbers.shape[1:] != feature_shape and int(np.prod(numbers.shape[1:])) == size \
+            and numbers.ndim <= 2:
+        numbers = numbers.reshape(len(numbers), *feature_shape)  # flattened rows, or scalars of one feature
+    if numbers.ndim < 1 or numbers.shape[1:] != feature_shape:
+        raise Refused(400, f"{where}: instances of shape {list(numbers.shape[1:])}; the model takes "
+                           f"{list(feature_shape)} (float32 {TENSOR_INPUT!r})")
+    return numbers.astype(np.float32)
+
+
+def tensor_inputs(document: Any, max_instances: int, feature_shape: tuple[int, ...]) -> Inputs:
+    """A tensor model's instances of a TensorFlow Serving predict request: row format `instances` (each a nested
+    list of numbers, or {"x": ...}) or columnar `inputs` (the batch, or {"x": batch})."""
+    if not isinstance(document, dict) or ("instances" in document) == ("inputs" in document):
+        raise Refused(400, "the body is a JSON object with \"instances\" (or \"inputs\"): lists of numbers")
+    if document.get("signature_name", FLOAT_SIGNATURE) != FLOAT_SIGNATURE:
+        raise Refused(400, f"no signature {document['signature_name']!r}: {FLOAT_SIGNATURE} (the model's one)")
+    rows = "instances" in document
+    key = "instances" if rows else "inputs"
+    items = document[key]
+    items = [unnamed(item, f"instance {index}") for index, item in enumerate(items)] \
+        if rows and isinstance(items, list) else unnamed(items, key)
+    if not isinstance(items, list) or not items:
+        raise Refused(400, f"\"{key}\" must be a non-empty list of instances (lists of numbers)")
+    counted(len(items), max_instances, "instances")
+    return Inputs(None, None, rows, tensor_features(items, feature_shape, key))
+
+
+def tensor_answer(answer: TensorAnswer, rows: bool) -> dict[str, Any]:
+    """TensorFlow Serving's predict response of a tensor model: one named output (a regressor's "predictions"):
+    its values, per instance (`predictions`) or whole (`outputs`); several: an object per instance, or per output."""
+    outputs = {name: values.tolist() for name, values in answer.outputs.items()}
+    if len(outputs) == 1:
+        (values,) = outputs.values()
+        return {"predictions": values} if rows else {"outputs": values}
+    if not rows:
+        return {"outputs": outputs}
+    return {"predictions": [dict(zip(outputs, values)) for values in zip(*outputs.values())]}
+
+
+def mlflow_tensor_inputs(document: Any, max_instances: int, feature_shape: tuple[int, ...]) -> Inputs:
+    """A tensor model's instances of an MLflow scoring request with its tensor signature: `inputs` or `instances`
+    (as TensorFlow Serving's), or `dataframe_split` whose rows are the features (flattened)."""
+    if isinstance(document, dict) and isinstance(split := document.get("dataframe_split"), dict):
+        data = split.get("data")
+        if not isinstance(data, list) or not data:
+            raise Refused(400, "dataframe_split needs data: a non-empty list of rows of numbers")
+        counted(len(data), max_instances, "instances")
+        rows = [row[0] if isinstance(row, list) and len(row) == 1 and isinstance(row[0], list) else row
+                for row in data]
+        return Inputs(None, None, True, tensor_features(rows, feature_shape, "dataframe_split"))
+    return tensor_inputs(document, max_instances, feature_shape)
+
+
+def mlflow_tensor_answer(answer: TensorAnswer, class_names: list[str]) -> dict[str, Any]:
+    """MLflow's scoring response of a tensor model: a regressor's predictions [N, k]; a classifier's rows as an
+    image classifier's (class, score, probabilities, error)."""
+    if "probabilities" not in answer.outputs:
+        return {"predictions": answer.outputs["predictions"].tolist()}
+    scores = answer.outputs["probabilities"]
+    columns = answer_columns(scores, [""] * len(scores), class_names)
+    return {"predictions": [dict(zip(columns, values)) for values in zip(*columns.values())]}
 
 
 def float_images(items: Any, image_shape: tuple[int, ...], where: str) -> np.ndarray:

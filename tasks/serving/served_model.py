@@ -1,5 +1,6 @@
-"""One registered model version, loaded to answer: its SavedModel's two signatures, its class names, and the fast
-way to the bytes signature's answer."""
+"""One registered model version, loaded to answer: an image model's SavedModel's two signatures, its class names,
+and the fast way to the bytes signature's answer; or a tensor model's float signature (features "x" in, its
+outputs by name out)."""
 from __future__ import annotations
 
 import tempfile
@@ -38,15 +39,36 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class TensorAnswer:
+    """A tensor model's answer: each output of its signature by name, one row per instance."""
+    outputs: dict[str, np.ndarray]
+
+    def rows(self, start: int, stop: int) -> "TensorAnswer":
+        return TensorAnswer({name: values[start:stop] for name, values in self.outputs.items()})
+
+
+@dataclass(frozen=True)
 class ServedModel:
     """A loaded model version of the registry."""
     name: str
     version: str
     class_names: list[str]
-    image_shape: tuple[int, ...]  # height, width, channels of serving_default's float images
+    image_shape: tuple[int, ...]  # height, width, channels of serving_default's float images (a tensor model:
+    # one example's feature shape)
     saved: Any  # the loaded SavedModel (it owns the variables its functions use)
     strict: Any  # the serving_bytes answer that fails on an image that does not decode (strict_classifier)
     load_seconds: float
+    tensor: bool = False  # a tensor model: serving_default takes float32 features "x"
+
+    def answer(self, items: list[Any]) -> "Answer | TensorAnswer":
+        """The batcher's call: encoded images classified, or a tensor model's instances (arrays) predicted."""
+        return self.predict(np.stack(items)) if self.tensor else self.classify(items)
+
+    def predict(self, features: np.ndarray) -> TensorAnswer:
+        """A tensor model's `serving_default` outputs for float features [N, *image_shape]."""
+        import tensorflow as tf
+        answer = self.saved.signatures["serving_default"](x=tf.constant(features, tf.float32))
+        return TensorAnswer({name: answer[name].numpy() for name in sorted(answer)})
 
     def classify(self, encoded: list[bytes]) -> Answer:
         """The `serving_bytes` signature's answer for encoded images: asked of the strict classifier, and of the
@@ -119,6 +141,12 @@ def loaded(model_name: str, version: str, savedmodel: Path, class_names: list[st
     import tensorflow as tf
     saved = tf.saved_model.load(str(savedmodel))
     signatures = saved.signatures
+    inputs = signatures["serving_default"].structured_input_signature[1]
+    if "x" in inputs:  # a tensor model
+        shape = tuple(inputs["x"].shape[1:])
+        model = ServedModel(model_name, version, class_names, shape, saved, None, 0.0, tensor=True)
+        model.predict(np.zeros((1, *shape), np.float32))  # its graph built before a request waits for it
+        return model
     if BYTES_SIGNATURE not in signatures:
         raise NotServable(f"{model_name} v{version} has no serving_bytes signature (exported by an older ringflow): "
                           "train and register it again")

@@ -21,7 +21,7 @@ class CountingModel:
     batches: list[int] = field(default_factory=list)
     gate: threading.Event = field(default_factory=threading.Event)
 
-    def classify(self, encoded: list[bytes]) -> Answer:
+    def answer(self, encoded: list[bytes]) -> Answer:
         self.gate.wait(5)
         self.batches.append(len(encoded))
         return Answer(np.array([f"{self.version}:{item[:1].decode()}" for item in encoded]),
@@ -107,7 +107,7 @@ class FailingModel:
     """A model version whose every batch fails, as TensorFlow fails on images it cannot run."""
     version: str
 
-    def classify(self, encoded: list[bytes]) -> Answer:
+    def answer(self, encoded: list[bytes]) -> Answer:
         raise RuntimeError(f"cannot run on {len(encoded)} images\n  node trace")
 
 

@@ -67,3 +67,51 @@ def test_answers_name_the_classes_and_say_each_error() -> None:
     assert records[0] == {"class": "seven", "score": 0.75, "probabilities": {"three": 0.25, "seven": 0.75},
                           "error": ""}
     assert records[1]["class"] == "" and records[1]["error"] == "empty: no image bytes"
+
+
+def test_a_tensor_model_s_instances_and_inputs_of_numbers() -> None:
+    from tasks.serving.protocol import tensor_inputs
+    rows = [[1, 2, 3], [4.5, 5, 6]]
+    for document in ({"instances": rows}, {"instances": [{"x": rows[0]}, rows[1]]}, {"inputs": rows},
+                     {"inputs": {"x": rows}}, {"signature_name": "serving_default", "instances": rows}):
+        inputs = tensor_inputs(document, 8, (3,))
+        assert inputs.features is not None and inputs.features.dtype == np.float32, document
+        assert inputs.features.tolist() == [[1, 2, 3], [4.5, 5, 6]] and inputs.rows == ("instances" in document)
+    assert tensor_inputs({"instances": [1.0, 2.0]}, 8, (1,)).features.shape == (2, 1)  # scalars of one feature
+    assert tensor_inputs({"instances": [list(range(4))]}, 8, (2, 2)).features.shape == (1, 2, 2)  # flattened
+
+
+@pytest.mark.parametrize(("document", "status", "said"), [
+    ({"instances": [[1, 2]]}, 400, "instances: instances of shape [2]; the model takes [3] (float32 'x')"),
+    ({"instances": [[1, 2, 3], [1, 2]]}, 400, "instances must be lists of numbers, all of one shape"),
+    ({"instances": [[1, "a", 3]]}, 400, "instances must be lists of numbers, all of one shape (not text)"),
+    ({"instances": [[1, None, 3]]}, 400, "all of one shape (not other values)"),
+    ({"instances": [[[[1, 2, 3]]]]}, 400, "instances of shape [1, 1, 3]"),
+    ({"instances": [{"y": [1, 2, 3]}]}, 400, "instance 0: the model's one input is 'x'"),
+    ({"instances": [[1, 2, 3]] * 9}, 413, "9 instances in one request: over serving.max_instances (8)"),
+    ({"signature_name": "serving_bytes", "instances": [[1, 2, 3]]}, 400, "no signature 'serving_bytes'"),
+    ({"inputs": []}, 400, "non-empty list of instances"),
+])
+def test_a_tensor_request_it_cannot_answer_is_one_line(document: object, status: int, said: str) -> None:
+    from tasks.serving.protocol import tensor_inputs
+    with pytest.raises(Refused) as refused:
+        tensor_inputs(document, 8, (3,))
+    assert refused.value.status == status and said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_tensor_model_s_answers_as_tensorflow_serving_and_mlflow_give_them() -> None:
+    from tasks.serving.protocol import mlflow_tensor_answer, mlflow_tensor_inputs, tensor_answer
+    from tasks.serving.served_model import TensorAnswer
+    regressor = TensorAnswer({"predictions": np.array([[0.5, 1.0], [2.0, 3.0]])})
+    assert tensor_answer(regressor, rows=True) == {"predictions": [[0.5, 1.0], [2.0, 3.0]]}
+    assert tensor_answer(regressor, rows=False) == {"outputs": [[0.5, 1.0], [2.0, 3.0]]}
+    assert mlflow_tensor_answer(regressor, []) == {"predictions": [[0.5, 1.0], [2.0, 3.0]]}
+    probabilities = np.array([[0.25, 0.75]])
+    classifier = TensorAnswer({"classes": np.array([1]), "predictions": probabilities, "probabilities": probabilities})
+    assert tensor_answer(classifier, rows=True)["predictions"] == [
+        {"classes": 1, "predictions": [0.25, 0.75], "probabilities": [0.25, 0.75]}]
+    assert mlflow_tensor_answer(classifier, ["a", "b"])["predictions"] == [
+        {"class": "b", "score": 0.75, "probabilities": {"a": 0.25, "b": 0.75}, "error": ""}]
+    split = mlflow_tensor_inputs({"dataframe_split": {"columns": ["u", "v", "w"], "data": [[1, 2, 3]]}}, 8, (3,))
+    assert split.features is not None and split.features.tolist() == [[1, 2, 3]]
+    assert mlflow_tensor_inputs({"inputs": [[1, 2, 3]]}, 8, (3,)).features.shape == (1, 3)

@@ -44,6 +44,29 @@ def gate_value(metrics: dict[str, float], metric: str) -> float:
     return float(metrics[metric])
 
 
+def test_metric_names(task: str, manifest: dict[str, Any], train_metrics: list[str]) -> set[str]:
+    """The test metrics evaluate gives a model of this task on this data (test_loss of a regressor: when its loss
+    is Keras's), as registry.metric may name them."""
+    if task == "classification":
+        names = {"test_loss", "test_accuracy"} | ({"test_top5_accuracy"} if manifest["num_classes"] > 10 else set())
+    else:
+        targets = [str(name) for name in manifest.get("target_names") or []]
+        names = {"test_loss", "test_mae", "test_mse", "test_rmse", "test_r2"}
+        if len(targets) > 1:
+            names |= {f"test_{score}/{name}" for name in targets for score in ("mae", "rmse", "r2")}
+    return names | {f"test_{name}" for name in train_metrics}
+
+
+def gate_metric_problem(metric: str | None, task: str, manifest: dict[str, Any],
+                        train_metrics: list[str]) -> str | None:
+    """Why registry.metric cannot be the gate's for this run (one line, before anything trains), or None."""
+    if metric is None or metric in test_metric_names(task, manifest, train_metrics):
+        return None
+    known = sorted(name for name in test_metric_names(task, manifest, train_metrics) if "/" not in name)
+    return f"registry.metric {metric!r} is no test metric of a {task} run ({', '.join(known)}, or test_<name> of " \
+           "a Keras metric in train.metrics)"
+
+
 def short_name(metric: str) -> str:
     """The metric's name in the gate's records: test_accuracy -> accuracy (gate.champion_accuracy)."""
     return metric.removeprefix("test_")

@@ -71,3 +71,16 @@ def test_the_mlflow_model_of_a_regressor_answers_numbers(tensor_exported: Tensor
     answer = model.predict(None, tensor_exported.features.astype(np.float64))
     assert answer.shape == (len(tensor_exported.features), 2)
     assert np.allclose(answer, tensor_exported.expected, atol=1e-5)
+
+
+def test_a_tensor_classifier_s_signature_gives_predictions_probabilities_and_classes(tmp_path: Path) -> None:
+    from trainer.model_outputs import write_tensor_savedmodel
+    model = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3, activation="softmax")])
+    write_tensor_savedmodel(model, tmp_path / "classifier", (4,), "classification")
+    features = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    given = tf.saved_model.load(str(tmp_path / "classifier")).signatures["serving_default"](x=tf.constant(features))
+    expected = model.predict(features, verbose=0)
+    assert sorted(given) == ["classes", "predictions", "probabilities"]
+    assert np.allclose(given["probabilities"].numpy(), expected, atol=1e-6)
+    assert np.allclose(given["predictions"].numpy(), expected, atol=1e-6)
+    assert given["classes"].numpy().tolist() == expected.argmax(axis=1).tolist()

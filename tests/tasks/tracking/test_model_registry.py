@@ -10,7 +10,7 @@ import pytest
 from tasks.data.prepare import prepare
 from tasks.outputs.export import close_fresh_process
 from tasks.params import DataParams
-from tasks.steps import champion_accuracy
+from tasks.steps import champion_scorer
 from tasks.tracking import mlflow_store, model_registry
 from tasks.tracking.model_registry import CHALLENGER, CHAMPION, apply_gate, decide_gate, log_registered_model
 from tests.tasks.tracking.conftest import EXPERIMENT
@@ -115,7 +115,8 @@ def test_the_gate_scores_the_champion_on_the_new_test_split(store_dir: Path) -> 
     split_b = prepared_split(store_dir / "b", [(50, 0, 0), (40, 255, 1), (10, 0, 1)])
     bright = rule_savedmodel(store_dir / "bright", "bright")
     version = logged(mlflow_store.start_run(EXPERIMENT, {"data_hash": "b.dir"}, {}), bright, example)
-    rescore = lambda version: model_registry.score_registered_model(version, split_b, champion_accuracy)  # noqa: E731
+    scorer = champion_scorer("test_accuracy", "classification", None)
+    rescore = lambda version: model_registry.score_registered_model(version, split_b, scorer)  # noqa: E731
     decision = decide_gate("gate-test", version, 0.9, 0.01, split_hash(read_manifest(split_b)), rescore)
     assert (decision.alias, decision.champion_version) == (CHAMPION, champion.version)  # 0.9 vs 1.0 would refuse
     assert (decision.champion_value, decision.champion_recorded_value) == (0.5, 1.0)
@@ -176,3 +177,24 @@ def test_the_gate_promotes_a_regressor_on_test_mae_min_and_refuses_a_worse_one(s
     model = mlflow.pyfunc.load_model("models:/gate-mae@champion")
     assert list(model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"]) == [-1, 3]
     assert model.predict(example).shape == (2, 2)
+
+
+def test_a_gate_metric_no_run_gives_is_one_line_before_training_and_an_old_decision_reads() -> None:
+    from tasks.tracking.model_registry import GateDecision, gate_metric_problem, gate_value
+    regression = {"num_classes": 0, "target_names": ["u", "v"]}
+    assert gate_metric_problem("test_mae/v", "regression", regression, []) is None
+    assert gate_metric_problem("test_mape", "regression", regression, ["mape"]) is None
+    assert gate_metric_problem("test_accuracy", "regression", regression, []) == (
+        "registry.metric 'test_accuracy' is no test metric of a regression run (test_loss, test_mae, test_mse, "
+        "test_r2, test_rmse, or test_<name> of a Keras metric in train.metrics)")
+    with pytest.raises(ValueError, match=r"^registry.metric 'test_r3' is not among this run's test metrics "
+                                         r"\(test_mae, test_r2\)$"):
+        gate_value({"test_mae": 0.1, "test_r2": 0.9, "test_mae/u": 0.1}, "test_r3")
+    old = GateDecision.from_dict({"model_name": "m", "version": "2", "alias": "champion", "test_accuracy": 0.9,
+                                  "champion_version": "1", "champion_accuracy": 0.8,
+                                  "champion_recorded_accuracy": 0.85, "min_delta": 0.001, "test_split": "s",
+                                  "note": ""})
+    assert (old.value, old.champion_value, old.metric, old.mode) == (0.9, 0.8, "test_accuracy", "max")
+    assert old.sentence() == ("m v2 promoted to champion: test accuracy 0.9000 vs champion v1 0.8000 on the same "
+                              "test split (min_delta 0.001)")
+    assert GateDecision.from_dict(old.as_dict()) == old

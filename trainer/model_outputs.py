@@ -1,8 +1,10 @@
 """What the lead process writes beside the trained model for the steps after the training, where the model, the data
-and the accelerator already are: the test split's class probabilities (evaluate scores them), the SavedModel with
-its serving signature and a sample of test images with the model's probabilities for them (export checks the
-SavedModel's reload against them in a fresh process; register takes its input example from them). The steps after
-the training then need no TensorFlow in the pipeline's process.
+and the accelerator already are: the test split's outputs (a classifier's probabilities, a regressor's predictions)
+and targets, with the Keras metrics of train.metrics over them (evaluate scores them), the SavedModel with its
+serving signatures (an image model's float and bytes ones; a tensor model's float one, "x" -> "predictions") and a
+sample of test inputs with the model's outputs for them (export checks the SavedModel's reload against them in a
+fresh process; register takes its input example from them). The steps after the training then need no TensorFlow
+in the pipeline's process.
 
 The model is rebuilt from the weights just saved, outside any distribution strategy, in float32: what is evaluated
 and exported is the saved model, as a later process would load it.

@@ -35,7 +35,7 @@ sweep: setup
 	$(PY) -m flows.sweep $(ARGS)
 
 test: setup-test
-	$(PY) -m pytest $(PARALLEL) --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) --durations=60 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check flows servers tasks trainer tests benchmarks

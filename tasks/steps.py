@@ -45,7 +45,7 @@ from tasks.workspace import RunWorkspace
 from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import read_spec
 from trainer.model_outputs import loss_name, model_task
-from trainer.prepared_data import read_manifest
+from trainer.prepared_data import data_task, read_manifest
 
 RUN_FILE = "run.json"  # beside the trained model: the MLflow run that trained it
 Report = dict[str, Any]
@@ -294,8 +294,12 @@ def data_plan_step(params: Params, check: LaunchCheck) -> list[str]:
 
 
 def preflight_lines(params: Params, check: LaunchCheck) -> list[str]:
-    """What the preflight found, in words: the ports the job will open, then each rank's share of the data."""
-    return [*listening_lines(params, check.controller), *data_plan_step(params, check)]
+    """What the preflight found, in words: the task, the ports the job will open, then each rank's share of the
+    data."""
+    manifest = read_manifest(PREPARED_DIR)
+    stated = "stated in train.task" if params.train.task != "auto" else "from the data"
+    task = f"task: {data_task(manifest, params.train.task)} ({stated}), model {params.train.model}"
+    return [task, *listening_lines(params, check.controller), *data_plan_step(params, check)]
 
 
 def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:

@@ -43,8 +43,8 @@ def load_model(model_dir: Path) -> Any:
     """Rebuild a trained model from its spec (the user's builder from the copy of its file beside it) and weights."""
     spec = read_spec(model_dir)
     source = Path(model_dir) / spec["model_source"] if spec.get("model_source") else None
-    model = build_model(spec["model"], tuple(spec["input_shape"]), spec["num_classes"], spec.get("model_args"),
-                        source)
+    model = build_model(spec["model"], tuple(spec["input_shape"]), spec.get("outputs", spec["num_classes"]),
+                        spec.get("model_args"), source)
     model.load_weights(str(Path(model_dir) / MODEL_WEIGHTS))
     return model
 

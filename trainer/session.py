@@ -12,12 +12,12 @@ import tensorflow as tf
 from trainer.backends.registry import backend_spec
 from trainer.callbacks import EpochReport, Throughput
 from trainer.config import IMPORT_PATH, TrainerConfig
-from trainer.data import cache_in_memory, model_input_shape
+from trainer.data import cache_in_memory, model_input_shape, value_bytes_of
 from trainer.metrics_sink import metric_sink
 from trainer.model_io import save_model, source_in, write_train_summary
 from trainer.model_outputs import write_model_outputs
 from trainer.models import ModelCodeError, build_model, user_function
-from trainer.prepared_data import read_manifest
+from trainer.prepared_data import data_task, output_size, read_manifest
 from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
 from trainer.sharding import TrainingPlan, training_plan
@@ -35,6 +35,12 @@ class Plan:
     steps_per_epoch: int
     learning_rate: tuple[float, float]  # (warmup start, target)
     warmup_steps: int
+    task: str = "classification"  # train.task resolved against the data: classification | regression
+
+    @property
+    def outputs(self) -> int:
+        """What the model's last axis holds: the class count or the number of targets."""
+        return output_size(self.manifest, self.task)
 
 
 def local_gpu_count() -> int:
@@ -55,7 +61,7 @@ def plan(config: TrainerConfig, processes: int, gpus_per_host: int | None = None
     steps = max(1, data.steps_per_epoch)
     rates = scaled_rates(train.learning_rate, replicas, train.scale_lr)
     return Plan(manifest, model_input_shape(manifest, config.input.image_size), replicas, global_batch, data,
-                steps, rates, round(train.warmup_epochs * steps))
+                steps, rates, round(train.warmup_epochs * steps), data_task(manifest, train.task))
 
 
 def training_dataset(config: TrainerConfig, run: Plan, rank: int, size: int, batch_size: int,
@@ -66,10 +72,17 @@ def training_dataset(config: TrainerConfig, run: Plan, rank: int, size: int, bat
     from trainer.data import rank_dataset
     records = run.data.records[rank] if len(run.data.records) == size else run.data.records[0]
     cache = cache_in_memory(config.input.cache, records, run.input_shape, psutil.virtual_memory().available,
-                            local_processes)
+                            local_processes, value_bytes_of(run.manifest))
     return rank_dataset(config.job.data_dir, run.manifest, "train", rank=rank, size=size, batch_size=batch_size,
                         training=True, seed=config.train.seed + rank, shard_seed=config.train.seed,
-                        input_shape=run.input_shape, augment_ops=augment_ops(config), cache=cache)
+                        input_shape=run.input_shape, augment_ops=augment_ops(config), cache=cache, task=run.task)
+
+
+def validation_dataset(config: TrainerConfig, run: Plan, batch_size: int, rank: int = 0, size: int = 1) -> Any:
+    """This process's part of the validation split (all of it when alone), read once per evaluation."""
+    from trainer.data import rank_dataset
+    return rank_dataset(config.job.data_dir, run.manifest, "validation", rank=rank, size=size, batch_size=batch_size,
+                        input_shape=run.input_shape, task=run.task)
 
 
 _HELD_INPUTS: list[Any] = []  # until the process ends (not the model's: a model may be freed before that)
@@ -107,15 +120,16 @@ def make_optimizer(run: Plan) -> tf.keras.optimizers.Optimizer:
     return tf.keras.optimizers.legacy.Adam(WarmupSchedule(*run.learning_rate, run.warmup_steps))
 
 
-def loss_function(config: TrainerConfig, reduction: str = "auto") -> Any:
-    """train.loss: the task's (sparse categorical crossentropy on probabilities), a Keras loss by name, or the
-    user's function (y_true, y_pred) -> a loss per example; per example when reduction is "none" (the custom
-    loops average it over the global batch)."""
+def loss_function(config: TrainerConfig, reduction: str = "auto", task: str = "classification") -> Any:
+    """train.loss: the task's (classification: sparse categorical crossentropy on probabilities; regression: mean
+    squared error), a Keras loss by name, or the user's function (y_true, y_pred) -> a loss per example; per
+    example when reduction is "none" (the custom loops average it over the global batch)."""
     name = config.train.loss
     none = reduction == "none"
     if name is None:
-        return tf.keras.losses.SparseCategoricalCrossentropy(
-            reduction=tf.keras.losses.Reduction.NONE if none else tf.keras.losses.Reduction.AUTO)
+        kind = tf.keras.losses.MeanSquaredError if task == "regression" else \
+            tf.keras.losses.SparseCategoricalCrossentropy
+        return kind(reduction=tf.keras.losses.Reduction.NONE if none else tf.keras.losses.Reduction.AUTO)
     if IMPORT_PATH.fullmatch(name):
         return user_function(name, config.job.loss_source)  # a function: no reduction of its own
     try:
@@ -129,8 +143,27 @@ def loss_function(config: TrainerConfig, reduction: str = "auto") -> Any:
 
 def job_model(config: TrainerConfig, run: Plan) -> tf.keras.Model:
     """The model the job trains (the catalog's, or the user's from the job's copy of their file)."""
-    return build_model(config.train.model, run.input_shape, run.manifest["num_classes"], config.train.model_args,
+    return build_model(config.train.model, run.input_shape, run.outputs, config.train.model_args,
                        config.job.model_source)
+
+
+def task_metric(task: str) -> str:
+    """The metric of a task each epoch reports (beside the loss): accuracy, or the mean absolute error."""
+    return "mae" if task == "regression" else "accuracy"
+
+
+def task_values(task: str, predicted: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    """Per example, what task_metric averages: 1.0 for a right class, or the mean absolute error over the targets
+    (the custom loops sum it, then divide by the examples seen)."""
+    if task == "regression":
+        return tf.reduce_mean(tf.abs(tf.cast(predicted, tf.float32) - tf.cast(targets, tf.float32)), axis=-1)
+    return tf.cast(tf.equal(tf.argmax(predicted, -1, output_type=tf.int32), targets), tf.float32)
+
+
+def compile_options(config: TrainerConfig, run: Plan) -> dict[str, Any]:
+    """model.compile's loss and metrics for the job's task (and train.metrics)."""
+    return {"loss": loss_function(config, task=run.task),
+            "metrics": list(dict.fromkeys([task_metric(run.task), *config.train.metrics]))}
 
 
 def tensorboard_dir(config: TrainerConfig) -> Path:
@@ -176,7 +209,8 @@ def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, histor
     """The final model (spec + weights), what the steps after the training read (when the job asks for it), and
     last a summary of the run (the mark of a finished training), into out_dir."""
     spec = {"model": config.train.model, "model_args": config.train.model_args, "input_shape": list(run.input_shape),
-            "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"],
+            "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"], "task": run.task,
+            "outputs": run.outputs,
             "model_source": source_in(config.job.model_source, config.job.out_dir)}
     save_model(model, spec, out_dir)
     if out_dir == config.job.out_dir and config.job.model_outputs:  # the lead's copy, for the steps after training

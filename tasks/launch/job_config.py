@@ -13,12 +13,14 @@ from tasks.versioning.run_state import code_digest
 from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epochs
 from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, read_config, write_config
 from trainer.model_io import TRAIN_SUMMARY
-from trainer.prepared_data import read_manifest
+from trainer.prepared_data import data_kind, read_manifest
 
 
 def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
     """`auto` augments images of 64 px or more (the ImageNet regime of NVIDIA's nvcnn_hvd), not small digits, of
     whatever source."""
+    if data_kind(manifest) != "image":
+        return False  # feature tensors: no image distortions
     if inputs.augment != "auto":
         return inputs.augment == "on"
     height, width, _ = manifest["image_shape"]

@@ -30,7 +30,7 @@ from trainer.backends.registry import backend_spec
 from trainer.config import IMPORT_PATH, TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
-from trainer.prepared_data import MANIFEST_NAME, read_manifest
+from trainer.prepared_data import MANIFEST_NAME, data_kind, data_task, output_size, read_manifest
 
 Probed = dict[str, HostAnswer]  # each remote host's answer to the probe (or its problem, in one line)
 
@@ -112,6 +112,14 @@ def check_model(params: Params, manifest: dict) -> None:
     loss) built once on the CPU, in the run's fresh TensorFlow process (export's, started ahead), where each
     problem of the user's code is one line naming its file and line."""
     train, shape = params.train, model_input_shape(manifest, params.input.image_size)
+    try:
+        task = data_task(manifest, train.task)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
+    if train.model in MODEL_CATALOG and data_kind(manifest) != "image":
+        raise PreflightError(f"model {train.model} is the catalog's, for images; {manifest.get('source')} holds "
+                             f"feature tensors of shape {tuple(shape)}: set train.model to a builder of your own "
+                             "(docs/your-model.md)")
     if train.model in MODEL_CATALOG:
         needed = MODEL_CATALOG[train.model].min_size
         if min(shape[:2]) < needed:
@@ -122,7 +130,7 @@ def check_model(params: Params, manifest: dict) -> None:
         if not (train.loss and IMPORT_PATH.fullmatch(train.loss)):
             return
     request = {"model": train.model, "source": code_path(train.model), "input_shape": list(shape),
-               "outputs": manifest["num_classes"], "model_args": train.model_args, "loss": train.loss,
+               "outputs": output_size(manifest, task), "model_args": train.model_args, "loss": train.loss,
                "loss_source": code_path(train.loss)}
     key = json.dumps([request, code_digests(params)], sort_keys=True, default=str)
     if key not in MODELS_BUILT:

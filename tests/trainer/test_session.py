@@ -125,7 +125,7 @@ def test_the_result_is_the_model_its_spec_and_a_summary_of_the_run(digits_data: 
     session.save_results(config, model, run, {"loss": [np.float32(0.5), 0.25]}, tmp_path / "out", started_epoch=3)
     assert read_spec(tmp_path / "out") == {"model": "small_cnn", "model_args": {}, "input_shape": [8, 8, 1],
                                            "num_classes": 10, "classes": run.manifest["classes"],
-                                           "model_source": None}
+                                           "task": "classification", "outputs": 10, "model_source": None}
     assert session.weights_digest(load_model(tmp_path / "out")) == session.weights_digest(model)
     summary = read_train_summary(tmp_path / "out")
     assert summary == {"backend": "horovod", "world_size": 2, "global_batch_size": 256, "steps_per_epoch": 4,

@@ -19,7 +19,7 @@ from trainer.backends.registry import backend_spec
 from trainer.backends.task_devices import COMPUTING, pin_task_gpu
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset, rank_record_count, service_dataset
+from trainer.data import rank_record_count, service_dataset
 
 
 def local_devices(count: int) -> list[str]:
@@ -106,7 +106,7 @@ def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.expe
             return service_dataset(config.job.data_dir, run.manifest, dispatcher=dispatcher,
                                    job_name=data_service.JOB_NAME, seed=config.train.seed, input_shape=run.input_shape,
                                    batch_size=context.get_per_replica_batch_size(run.global_batch),
-                                   augment_ops=session.augment_ops(config))
+                                   augment_ops=session.augment_ops(config), task=run.task)
     else:
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return session.training_dataset(config, run, context.input_pipeline_id, context.num_input_pipelines,
@@ -117,7 +117,7 @@ def train_input(config: TrainerConfig, run: session.Plan) -> tf.keras.utils.expe
 def compiled_model(config: TrainerConfig, run: session.Plan, strategy: tf.distribute.Strategy) -> tf.keras.Model:
     with strategy.scope():
         model = session.job_model(config, run)
-        model.compile(optimizer=session.make_optimizer(run), loss=session.loss_function(config), metrics=["accuracy"],
+        model.compile(optimizer=session.make_optimizer(run), **session.compile_options(config, run),
                       jit_compile=config.train.jit_compile, steps_per_execution=config.train.steps_per_execution)
     return model
 
@@ -128,8 +128,7 @@ def validation_args(config: TrainerConfig, run: session.Plan) -> dict:
     if backend_spec(config.train.backend).with_servers:
         return {}
     records = rank_record_count(run.manifest, "validation", 0, 1)
-    return {"validation_data": rank_dataset(config.job.data_dir, run.manifest, "validation",
-                                            batch_size=run.global_batch, input_shape=run.input_shape),
+    return {"validation_data": session.validation_dataset(config, run, run.global_batch),
             "validation_steps": math.ceil(records / run.global_batch)}  # needed with steps_per_execution > 1
 
 

@@ -14,10 +14,9 @@ from trainer import loop, session
 from trainer.backends.distribute import Distribute, train_input
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset
 from trainer.schedule import current_rate
 
-SUMS = ("loss", "correct", "seen")
+SUMS = ("loss", "metric", "seen")
 
 
 class StrategyTapeLoop:
@@ -31,7 +30,8 @@ class StrategyTapeLoop:
             self.scaled = config.train.precision == "mixed_float16"
             self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
             self.sums = {name: tf.keras.metrics.Sum() for name in SUMS}  # summed across replicas on read
-        self.loss_fn = session.loss_function(config, "none")
+        self.loss_fn = session.loss_function(config, "none", run.task)
+        self.task = run.task
 
     @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def train_step(self, batches: Any) -> None:
@@ -47,29 +47,29 @@ class StrategyTapeLoop:
         if self.scaled:
             gradients = self.optimizer.get_unscaled_gradients(gradients)
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))  # summed over replicas
-        hits = tf.cast(tf.equal(tf.argmax(probabilities, -1, output_type=tf.int32), labels), tf.float32)
-        for name, value in zip(SUMS, (tf.reduce_sum(per_example), tf.reduce_sum(hits), tf.size(labels))):
+        values = session.task_values(self.task, probabilities, labels)
+        for name, value in zip(SUMS, (tf.reduce_sum(per_example), tf.reduce_sum(values), tf.shape(labels)[0])):
             self.sums[name].update_state(tf.cast(value, tf.float32))
 
     def collect(self) -> dict[str, float]:
-        """Training loss and accuracy over every replica's examples since the last collect."""
-        loss, correct, seen = (float(self.sums[name].result()) for name in SUMS)
+        """Training loss and the task's metric (accuracy, or mae) over every replica's examples since the last
+        collect."""
+        loss, total, seen = (float(self.sums[name].result()) for name in SUMS)
         for metric in self.sums.values():
             metric.reset_state()
-        return {"loss": loss / seen, "accuracy": correct / seen}
+        return {"loss": loss / seen, session.task_metric(self.task): total / seen}
 
 
 def validation(tape: StrategyTapeLoop, data: Any) -> dict[str, float]:
-    """Loss and accuracy on the whole validation split, in this process (no collective: any worker may run it)."""
-    loss_fn = tape.loss_fn
-    loss = correct = seen = 0.0
+    """Loss and the task's metric on the whole validation split, in this process (no collective: any worker may
+    run it)."""
+    loss = total = seen = 0.0
     for images, labels in data:
-        probabilities = tape.model(images, training=False)
-        loss += float(tf.reduce_sum(loss_fn(labels, probabilities)))
-        correct += float(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probabilities, -1, output_type=tf.int32), labels),
-                                               tf.float32)))
-        seen += int(tf.size(labels))
-    return {"val_loss": loss / seen, "val_accuracy": correct / seen}
+        predicted = tape.model(images, training=False)
+        loss += float(tf.reduce_sum(tape.loss_fn(labels, predicted)))
+        total += float(tf.reduce_sum(session.task_values(tape.task, predicted, labels)))
+        seen += int(tf.shape(labels)[0])
+    return {"val_loss": loss / seen, f"val_{session.task_metric(tape.task)}": total / seen}
 
 
 def run_epoch(tape: StrategyTapeLoop, batches: Any, val_data: Any, run: session.Plan) -> dict:
@@ -93,8 +93,7 @@ class DistributeTape(Distribute):
     def epochs(self, config: TrainerConfig, run: session.Plan, model: tf.keras.Model, checkpoints: Checkpoints,
                started: int) -> loop.History:
         batches = iter(self.strategy.distribute_datasets_from_function(train_input(config, run)))
-        val_data = rank_dataset(config.job.data_dir, run.manifest, "validation", batch_size=run.global_batch,
-                                input_shape=run.input_shape)
+        val_data = session.validation_dataset(config, run, run.global_batch)
         return loop.step_epochs(config, self, checkpoints, started,
                                 lambda epoch: run_epoch(self.tape, batches, val_data, run))
 

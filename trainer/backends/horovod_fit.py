@@ -13,14 +13,14 @@ from trainer.backends.horovod_keras import hvd
 from trainer.callbacks import MetricAverage
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset, rank_record_count
+from trainer.data import rank_record_count
 
 
 def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
     """The model compiled with a DistributedOptimizer on the scaled, warmed-up learning rate."""
     model = session.job_model(config, run)
     optimizer = horovod_common.averaging_optimizer(session.make_optimizer(run), config)  # Horovod: averaged
-    model.compile(optimizer=optimizer, loss=session.loss_function(config), metrics=["accuracy"],
+    model.compile(optimizer=optimizer, **session.compile_options(config, run),
                   steps_per_execution=config.train.steps_per_execution)
     return model
 
@@ -39,8 +39,7 @@ def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int) -
     val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
     return {"x": session.training_dataset(config, run, rank, size, batch_size, hvd.local_size()),  # Horovod
             "steps_per_epoch": run.steps_per_epoch,
-            "validation_data": rank_dataset(config.job.data_dir, run.manifest, "validation", rank=rank,  # Horovod
-                                            size=size, batch_size=batch_size, input_shape=run.input_shape),
+            "validation_data": session.validation_dataset(config, run, batch_size, rank, size),  # Horovod: its part
             "validation_steps": math.ceil(val_records / batch_size)}
 
 

@@ -15,7 +15,6 @@ from trainer import loop, session
 from trainer.backends import horovod_common
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig
-from trainer.data import rank_dataset
 from trainer.schedule import current_rate
 
 
@@ -27,9 +26,10 @@ class TapeLoop:
         optimizer = session.make_optimizer(run)
         self.scaled = config.train.precision == "mixed_float16"
         self.optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer) if self.scaled else optimizer
-        self.loss_fn = session.loss_function(config, "none")
+        self.loss_fn = session.loss_function(config, "none", run.task)
+        self.task = run.task
         self.compression = horovod_common.compression(config)
-        self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "correct", "seen")}
+        self.sums = {name: tf.keras.metrics.Sum() for name in ("loss", "metric", "seen")}
 
     @tf.function(autograph=False)  # graph code as written: no rewriting from source at each start
     def train_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
@@ -52,19 +52,19 @@ class TapeLoop:
         probabilities = self.model(images, training=False)
         self._count(self.loss_fn(labels, probabilities), probabilities, labels)
 
-    def _count(self, per_example: tf.Tensor, probabilities: tf.Tensor, labels: tf.Tensor) -> None:
-        hits = tf.cast(tf.equal(tf.argmax(probabilities, -1, output_type=tf.int32), labels), tf.float32)
+    def _count(self, per_example: tf.Tensor, predicted: tf.Tensor, targets: tf.Tensor) -> None:
         self.sums["loss"].update_state(tf.reduce_sum(per_example))
-        self.sums["correct"].update_state(tf.reduce_sum(hits))
-        self.sums["seen"].update_state(tf.cast(tf.size(labels), tf.float32))
+        self.sums["metric"].update_state(tf.reduce_sum(session.task_values(self.task, predicted, targets)))
+        self.sums["seen"].update_state(tf.cast(tf.shape(targets)[0], tf.float32))
 
     def collect(self, prefix: str) -> dict[str, float]:
-        """Loss and accuracy over every rank's examples since the last collect."""
+        """Loss and the task's metric (accuracy, or mae) over every rank's examples since the last collect."""
         totals = horovod_common.average_over_ranks(  # Horovod: sums over ranks
-            tf.stack([tf.cast(self.sums[n].result(), tf.float64) for n in ("loss", "correct", "seen")])).numpy()
-        for metric in self.sums.values():
-            metric.reset_state()
-        return {f"{prefix}loss": totals[0] / totals[2], f"{prefix}accuracy": totals[1] / totals[2]}
+            tf.stack([tf.cast(self.sums[n].result(), tf.float64) for n in ("loss", "metric", "seen")])).numpy()
+        for summed in self.sums.values():
+            summed.reset_state()
+        metric = session.task_metric(self.task)
+        return {f"{prefix}loss": totals[0] / totals[2], f"{prefix}{metric}": totals[1] / totals[2]}
 
 
 def run_epoch(tape: TapeLoop, train_batches: Any, val_data: Any, run: session.Plan, first: bool) -> dict:
@@ -87,11 +87,10 @@ def run_epoch(tape: TapeLoop, train_batches: Any, val_data: Any, run: session.Pl
 
 def input_data(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> tuple[Any, Any]:
     """(an endless iterator of this rank's training batches, this rank's validation batches)."""
-    job, train_params = config.job, config.train
+    train_params = config.train
     train_batches = iter(session.training_dataset(config, run, rank, size, train_params.batch_size,  # Horovod
                                                   hvd.local_size()))
-    val_data = rank_dataset(job.data_dir, run.manifest, "validation", rank=rank, size=size,  # Horovod
-                            batch_size=train_params.batch_size, input_shape=run.input_shape)
+    val_data = session.validation_dataset(config, run, train_params.batch_size, rank, size)  # Horovod: its part
     return train_batches, val_data
 
 

@@ -76,3 +76,48 @@ def test_a_subclassed_model_of_the_user_s_own_trains_in_step_on_every_rank(
         assert evaluate(out, digits_data).metrics["test_accuracy"] >= 0.8
     finally:
         model_file.write_text(OWN_MODEL)
+
+
+FIELD_MODEL = '''
+import tensorflow as tf
+
+
+def build(input_shape, outputs, units=32):
+    inputs = tf.keras.Input(input_shape)
+    hidden = tf.keras.layers.Dense(units, activation="tanh")(inputs)
+    hidden = tf.keras.layers.Dense(units, activation="tanh")(hidden)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(outputs)(hidden))
+'''
+
+
+@pytest.fixture(scope="module")
+def field_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A physical field u(x, t) = sin(pi x) exp(-t) sampled at 2,000 points, prepared as tensor data."""
+    import numpy as np
+
+    from tasks.data.prepare import prepare
+    from tasks.params import DataParams
+    folder = tmp_path_factory.mktemp("field")
+    points = np.random.default_rng(0).uniform([-1.0, 0.0], [1.0, 1.0], (2000, 2)).astype(np.float32)
+    np.savez(folder / "field.npz", x=points, y=np.sin(np.pi * points[:, 0]) * np.exp(-points[:, 1]))
+    prepare(DataParams(dataset=f"npz:{folder / 'field.npz'}", min_shards=4), folder / "prepared", progress=False)
+    (folder / "field_net.py").write_text(FIELD_MODEL)
+    return folder
+
+
+@pytest.mark.parametrize("backend", ["horovod", "horovod-tape"])
+def test_a_regressor_of_the_user_s_own_fits_a_field_on_two_ranks(backend: str, field_data: Path,
+                                                                 tmp_path: Path) -> None:
+    """Regression is read from the data: mean squared error is the loss, mae the epochs' metric, on every rank."""
+    lines: list[str] = []
+    params = Params(train=TrainParams(backend=backend, np=2, epochs=8, warmup_epochs=1, tensorboard=False,
+                                      batch_size=32, learning_rate=0.01, model=f"{field_data / 'field_net.py'}:build"))
+    out = tmp_path / "model"
+    train(params, field_data / "prepared", out, tmp_path / "checkpoints", None, lines.append)
+    found = [digest for _, digest in weights_digests("\n".join(lines))]
+    assert len(found) == 2 and found[0] == found[1], lines[-10:]
+    epochs = [line for line in lines if re.search(r"epoch \d+: ", line)]
+    assert len(epochs) == 8 and all(" val_mae=" in line and "accuracy" not in line for line in epochs), epochs[-1]
+    final_mae = float(re.search(r" val_mae=([\d.e-]+)", epochs[-1])[1])
+    assert final_mae < 0.15, epochs[-1]  # the field's values span [-1, 1]
+    assert read_spec(out)["task"] == "regression" and read_spec(out)["outputs"] == 1

@@ -20,6 +20,7 @@ from typing import IO, Callable
 
 from tasks.launch.remote.command import RemoteError, run_on
 from tasks.launch.remote.host_probe import SHIPPED_MARK
+from tasks.user_code import SOURCE_DIR
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
 
 SHIPPING_SECONDS = 3600  # one transfer of the data or the results; a host silent this long is lost
@@ -109,9 +110,18 @@ def _relative(path: Path) -> str:
     return str(path.resolve().relative_to("/"))
 
 
+def job_file_names(config_file: Path, checkpoint_dir: Path) -> list[str]:
+    """What a host of the job needs of the job's files, relative to /: the configuration file, the job's copies of
+    the user's code files beside it (train.model's, train.loss's: the ranks import them from there, wherever the
+    workspace they came from is) and the run's checkpoints."""
+    sources = config_file.parent / SOURCE_DIR
+    return [_relative(config_file)] + [_relative(path) for path in (sources, checkpoint_dir) if path.is_dir()]
+
+
 def ship_job_files(host: str, config_file: Path, checkpoint_dir: Path, guard: Path | None = None) -> None:
-    """The job's configuration file and the run's checkpoints (to resume from) to the same paths on the host."""
-    names = [_relative(config_file)] + ([_relative(checkpoint_dir)] if checkpoint_dir.is_dir() else [])
+    """The job's configuration file, its copies of the user's code and the run's checkpoints (to resume from) to
+    the same paths on the host."""
+    names = job_file_names(config_file, checkpoint_dir)
     script = (f"set -e; rm -rf {shlex.quote(str(checkpoint_dir))}; "
               f"mkdir -p {shlex.quote(str(checkpoint_dir))}; tar -xf - -C /")
     _send_tar(host, Path("/"), names, guarded(script, guard), "shipping the job's files")

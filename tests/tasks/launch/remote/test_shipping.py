@@ -99,6 +99,14 @@ def test_job_files_for_a_host_ssh_cannot_reach_is_one_line(tmp_path: Path, run_d
         ship_job_files(LOST, config_file, run_dirs[1])
 
 
+def test_the_job_s_copies_of_the_user_s_code_go_with_its_files(tmp_path: Path) -> None:
+    """train.model's file, copied beside the job's configuration, reaches a host without the shared filesystem
+    (the workspace it came from may be nowhere there)."""
+    job_dir = make_files(tmp_path / "job", {"config.yaml": "train: {}\n", "model_source/model_net.py": "x = 1\n"})
+    names = shipping.job_file_names(job_dir / "config.yaml", tmp_path / "no checkpoints")
+    assert names == [str((job_dir / name).relative_to("/")) for name in ("config.yaml", "model_source")]
+
+
 def test_a_job_file_that_cannot_be_read_fails_the_shipping(tmp_path: Path) -> None:
     """tar here fails on the missing file, though the host took what came: the job does not start without it."""
     with pytest.raises(ShippingError, match=r"^host localhost: shipping the job's files failed: tar exited with 2$"):

@@ -10,9 +10,11 @@ one line naming the file and line (ModelCodeError).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 ModelBuilder = Callable[[tuple[int, int, int], int], Any]
+WORKSPACE_DEFAULT = Path(__file__).resolve().parents[1]  # the checkout, when RINGFLOW_WORKSPACE names none
 
 
 class ModelCodeError(ValueError):
@@ -72,6 +75,11 @@ def user_model(name: str, input_shape: tuple[int, ...], outputs: int, model_args
         model = build(input_shape, outputs, **model_args)
     except Exception as error:  # the user's code: whatever it raises is told in one line
         raise ModelCodeError(f"{raised_at(error, build)}: {name} raised {type(error).__name__}: {error}") from None
+    if not isinstance(model, tf.keras.Model) and type(model).__module__.split(".")[0] == "keras":
+        raise ModelCodeError(f"{defined_at(build)}: {name} returned a Keras 3 model ({type(model).__name__} of "
+                             "`import keras`); ringflow trains tf.keras models (tf-keras 2, which Horovod "
+                             "averages): build it with `import tensorflow as tf` and tf.keras, or `import tf_keras "
+                             "as keras`")
     if not isinstance(model, tf.keras.Model):
         raise ModelCodeError(f"{defined_at(build)}: {name} returned {type(model).__name__}, not a Keras model "
                              "(tf.keras.Model, Sequential or a subclass)")
@@ -85,6 +93,12 @@ def user_model(name: str, input_shape: tuple[int, ...], outputs: int, model_args
         raise ModelCodeError(f"{defined_at(build)}: {name} gives outputs of shape {shape}, but the data needs "
                              f"[batch, {outputs}]: {outputs} per example")
     return model
+
+
+def resolve_builder(name: str, source: Path | None = None) -> Callable[..., Any]:
+    """The builder train.model names: the catalog's (input_shape, num_classes), or the user's function
+    (input_shape, outputs, **model_args), imported."""
+    return MODEL_CATALOG[name].build if name in MODEL_CATALOG else user_function(name, source)
 
 
 def user_function(name: str, source: Path | None = None) -> Callable[..., Any]:
@@ -113,15 +127,25 @@ def user_module(module_name: str, source: Path | None) -> ModuleType:
         except Exception as error:  # the user's code at import
             raise ModelCodeError(f"{raised_at(error)}: importing {module_name}: {type(error).__name__}: "
                                  f"{error}") from None
-    path = source or Path(module_name)
+    path = source or workspace_path(module_name)
     if not path.is_file():
         raise ModelCodeError(f"model file {module_name} does not exist ({path.resolve()})")
     return imported_file(module_name, path)
 
 
+def workspace_path(named: str) -> Path:
+    """A file as train.model names it: a relative path from the workspace (RINGFLOW_WORKSPACE, else the checkout;
+    as tasks.paths.resolve_path reads it)."""
+    path = Path(named).expanduser()
+    root = os.environ.get("RINGFLOW_WORKSPACE")
+    return path if path.is_absolute() else Path(root).expanduser() / path if root else WORKSPACE_DEFAULT / path
+
+
 def imported_file(shown: str, path: Path) -> ModuleType:
-    """The file imported as a module of its own (named after its content's place), once per process."""
-    module_name = "ringflow_user_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
+    """The file imported as a module of its own (named after its place and content: a file changed since is
+    imported again), once per process."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    module_name = "ringflow_user_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve())) + "_" + digest
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.models import MODEL_CATALOG, ModelCodeError, build_model
+from trainer.models import MODEL_CATALOG, ModelCodeError, build_model, resolve_builder
 
 
 @pytest.mark.parametrize(("name", "shape"), [("cnn", (8, 8, 1)), ("small_cnn", (8, 8, 1)), ("resnet50", (32, 32, 3)),
@@ -71,6 +71,28 @@ def test_each_problem_of_the_user_s_model_is_one_line_naming_its_file_and_line(
     with pytest.raises(ModelCodeError, match=said) as raised:
         build_model(f"models/net.py:{named}", (8, 8, 1), 10, source=source)
     assert "\n" not in str(raised.value)
+
+
+def test_a_keras_3_model_is_told_apart_from_no_model(tmp_path: Path) -> None:
+    """`import keras` is Keras 3 beside tf-keras: the line says which Keras the job trains."""
+    (tmp_path / "net.py").write_text("import keras\n\n\ndef build(input_shape, outputs):\n"
+                                     "    return keras.Sequential([keras.layers.Dense(outputs)])\n")
+    with pytest.raises(ModelCodeError, match=r"net\.py:build returned a Keras 3 model \(Sequential of `import "
+                                             r"keras`\); ringflow trains tf\.keras models"):
+        build_model(f"{tmp_path / 'net.py'}:build", (8, 8, 1), 10)
+
+
+def test_a_changed_file_is_imported_again_and_a_relative_one_is_the_workspace_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that builds the model twice (a sweep's lead, a worker) builds what the file says now."""
+    monkeypatch.setenv("RINGFLOW_WORKSPACE", str(tmp_path))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text(GOOD)
+    assert build_model("models/net.py:build", (4,), 2).layers[1].units == 8
+    (tmp_path / "models" / "net.py").write_text(GOOD.replace("units=8", "units=5"))
+    assert build_model("models/net.py:build", (4,), 2).layers[1].units == 5
+    assert resolve_builder("cnn") is MODEL_CATALOG["cnn"].build
+    assert resolve_builder("models/net.py:build").__module__.startswith("ringflow_user_")
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

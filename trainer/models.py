@@ -88,7 +88,7 @@ def user_model(name: str, input_shape: tuple[int, ...], outputs: int, model_args
     except Exception as error:  # the user's call(): whatever it raises is told in one line
         raise ModelCodeError(f"{raised_at(error, build)}: {name}'s model cannot take inputs of shape {input_shape}: "
                              f"{type(error).__name__}: {error}") from None
-    if not isinstance(produced, tf.Tensor) or produced.shape.rank < 2 or produced.shape[-1] != outputs:
+    if not isinstance(produced, tf.Tensor) or produced.shape.rank != 2 or produced.shape[-1] != outputs:
         shape = tuple(produced.shape) if isinstance(produced, tf.Tensor) else type(produced).__name__
         raise ModelCodeError(f"{defined_at(build)}: {name} gives outputs of shape {shape}, but the data needs "
                              f"[batch, {outputs}]: {outputs} per example")

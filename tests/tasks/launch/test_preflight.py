@@ -1,6 +1,7 @@
 """Preflight: each launch that would fail is refused with one clear line before anything starts."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,46 @@ def test_hosts_a_probe_already_answered_are_not_asked_again_and_the_others_are(t
     answered = answers_for(tmp_path, {"h9": 1, "nosuchhost.invalid": 1, "localhost": 1}, given)
     assert answered["h9"] == given["h9"] and "localhost" not in answered  # this machine is never probed
     assert "nosuchhost.invalid" in answered["nosuchhost.invalid"]  # asked now: its own failure
+
+
+GOOD_MODEL = """import tensorflow as tf
+
+
+def build(input_shape, outputs):
+    return tf.keras.Sequential([tf.keras.layers.Input(input_shape), tf.keras.layers.Flatten(),
+                                tf.keras.layers.Dense(outputs, activation="softmax")])
+"""
+BAD_MODELS = {  # what the user wrote, the function named, the line the preflight ends in (NET: the file's path)
+    "no file": (None, "build", r"model file NET does not exist \(NET\)"),
+    "no function": (GOOD_MODEL, "make", r"NET: no function make \(it defines: build\)"),
+    "import error": ("import tensorflow as tf\nfrom nowhere import layer\n", "build",
+                     r"NET:2: importing it raised ModuleNotFoundError: No module named 'nowhere'"),
+    "syntax error": ("def build(input_shape, outputs)\n    pass\n", "build", r"NET:1: expected ':'"),
+    "raises": ("def build(input_shape, outputs):\n    layers = 3\n    raise ValueError('no such layer')\n", "build",
+               r"NET:3: NET:build raised ValueError: no such layer"),
+    "no model": ("def build(input_shape, outputs):\n    return {'model': None}\n", "build",
+                 r"NET:1: NET:build returned dict, not a Keras model"),
+    "outputs do not fit": (GOOD_MODEL.replace("Dense(outputs", "Dense(outputs + 2"), "build",
+                           r"NET:4: NET:build gives outputs of shape \(1, 12\), but the data needs \[batch, 10\]"),
+    "outputs of another rank": (GOOD_MODEL.replace("tf.keras.layers.Flatten(),", ""), "build",
+                                r"NET:4: NET:build gives outputs of shape \(1, 8, 8, 10\), but the data needs "
+                                r"\[batch, 10\]"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_MODELS))
+def test_each_problem_of_the_user_s_model_is_one_line_naming_its_file_and_line_before_any_launch(
+        digits_data: Path, tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The preflight builds the model once on the CPU (in the run's fresh TensorFlow process) for the data's
+    shapes: each problem is `error: file:line: ...`, exit 2."""
+    from tasks.errors import report
+    content, function, said = BAD_MODELS[case]
+    net = tmp_path / case.replace(" ", "_") / "net.py"
+    net.parent.mkdir()
+    if content is not None:
+        net.write_text(content)
+    with pytest.raises(Exception) as raised:  # noqa: PT011  (PreflightError, or ParamsError for a file not there)
+        check_launch(Params(train=TrainParams(model=f"{net}:{function}")), digits_data)
+    assert report(raised.value) == 2
+    line = capsys.readouterr().err
+    assert re.fullmatch("error: " + said.replace("NET", re.escape(str(net))) + r"[^\n]*\n", line), line

@@ -94,6 +94,29 @@ def test_checkpoints_belong_to_the_config_and_the_code_version(monkeypatch: pyte
     assert checkpoint_owner(Params(), MANIFEST) != owner
 
 
+def test_the_user_s_model_file_is_part_of_the_config_and_of_a_finished_job(tmp_path: Path) -> None:
+    """A changed model file (same params) is another config: its checkpoints are not resumed and the finished job
+    of the old file is trained again; the same file is the same config, the job recorded, not launched."""
+    net = tmp_path / "net.py"
+    net.write_text("def build(input_shape, outputs):\n    return None\n")
+    own = params(model=f"{net}:build", epochs=2)
+    key, owner = config_key(own, MANIFEST), checkpoint_owner(own, MANIFEST)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "manifest.json").write_text(json.dumps(MANIFEST))
+    out_dir, checkpoint_dir = tmp_path / "model", checkpoints(tmp_path / "ckpt", owner, 2)
+    job = job_spec(own, data_dir, out_dir, checkpoint_dir)
+    write_trainer_config(own, job)
+    (out_dir / TRAIN_SUMMARY).write_text("{}")
+    assert (config_key(own, MANIFEST), checkpoint_owner(own, MANIFEST)) == (key, owner)
+    assert trained_already(own, data_dir, out_dir, checkpoint_dir)
+    net.write_text("def build(input_shape, outputs):\n    return 1\n")
+    assert config_key(own, MANIFEST) != key and checkpoint_owner(own, MANIFEST) != owner
+    assert not trained_already(own, data_dir, out_dir, checkpoint_dir)
+    with pytest.raises(PreflightError, match="belong to another config or code"):
+        check_resumable(own, checkpoint_dir, checkpoint_owner(own, MANIFEST))
+
+
 def test_empty_or_missing_checkpoints_can_be_resumed(tmp_path: Path) -> None:
     check_resumable(Params(), tmp_path / "none", "owner")
     check_resumable(Params(), checkpoints(tmp_path / "empty", None, None), "owner")

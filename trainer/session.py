@@ -160,10 +160,17 @@ def task_values(task: str, predicted: tf.Tensor, targets: tf.Tensor) -> tf.Tenso
     return tf.cast(tf.equal(tf.argmax(predicted, -1, output_type=tf.int32), targets), tf.float32)
 
 
+ON_CLASS_IDS = {"categorical_accuracy": "sparse_categorical_accuracy",  # compile maps only accuracy, crossentropy
+                "top_k_categorical_accuracy": "sparse_top_k_categorical_accuracy",
+                "categorical_crossentropy": "sparse_categorical_crossentropy"}
+
+
 def compile_options(config: TrainerConfig, run: Plan) -> dict[str, Any]:
-    """model.compile's loss and metrics for the job's task (and train.metrics)."""
+    """model.compile's loss and metrics for the job's task (and train.metrics; a classifier's on class ids)."""
+    metrics = [ON_CLASS_IDS.get(name, name) if run.task == "classification" else name
+               for name in config.train.metrics]
     return {"loss": loss_function(config, task=run.task),
-            "metrics": list(dict.fromkeys([task_metric(run.task), *config.train.metrics]))}
+            "metrics": list(dict.fromkeys([task_metric(run.task), *metrics]))}
 
 
 def tensorboard_dir(config: TrainerConfig) -> Path:

@@ -76,6 +76,19 @@ def test_the_optimizer_follows_the_plans_schedule_and_the_loss_reduces_as_asked(
     assert session.loss_function(huber, "none")(targets, predicted).shape == (2,)
 
 
+def test_fit_reports_the_task_s_metric_and_train_metrics_on_class_ids(digits_data: Path, tmp_path: Path) -> None:
+    """A classifier's labels are class ids: train.metrics named for one-hot labels are taken on class ids."""
+    config = trainer_config(digits_data, tmp_path, backend="horovod",
+                            metrics=["top_k_categorical_accuracy", "categorical_accuracy"])
+    run = session.plan(config, 1, 0)
+    model = build_model("small_cnn", (8, 8, 1), 10)
+    model.compile(optimizer=session.make_optimizer(run), **session.compile_options(config, run))
+    images, labels = np.ones((4, 8, 8, 1), "float32"), np.array([0, 1, 2, 3])
+    result = model.train_on_batch(images, labels, return_dict=True)
+    assert set(result) == {"loss", "accuracy", "sparse_top_k_categorical_accuracy", "sparse_categorical_accuracy"}
+    assert 0.0 <= result["sparse_top_k_categorical_accuracy"] <= 1.0
+
+
 def test_the_reporting_process_reports_throughput_and_epochs_and_tensorboard_when_asked(
         digits_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)

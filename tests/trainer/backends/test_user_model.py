@@ -87,6 +87,11 @@ def build(input_shape, outputs, units=32):
     hidden = tf.keras.layers.Dense(units, activation="tanh")(inputs)
     hidden = tf.keras.layers.Dense(units, activation="tanh")(hidden)
     return tf.keras.Model(inputs, tf.keras.layers.Dense(outputs)(hidden))
+
+
+def l1(targets, predicted):
+    """The mean absolute error of each example: the loss the custom loops must take from train.loss."""
+    return tf.reduce_mean(tf.abs(targets - predicted), axis=-1)
 '''
 
 
@@ -105,13 +110,15 @@ def field_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("backend", ["horovod", "horovod-tape"])
-def test_a_regressor_of_the_user_s_own_fits_a_field_on_two_ranks(backend: str, field_data: Path,
+@pytest.mark.parametrize(("backend", "loss"), [("horovod", None), ("horovod-tape", "field_net.py:l1")])
+def test_a_regressor_of_the_user_s_own_fits_a_field_on_two_ranks(backend: str, loss: str | None, field_data: Path,
                                                                  tmp_path: Path) -> None:
-    """Regression is read from the data: mean squared error is the loss, mae the epochs' metric, on every rank."""
+    """Regression is read from the data: mean squared error is the loss (or train.loss, here the user's own in
+    the GradientTape loop), mae the epochs' metric, on every rank."""
     lines: list[str] = []
     params = Params(train=TrainParams(backend=backend, np=2, epochs=8, warmup_epochs=1, tensorboard=False,
-                                      batch_size=32, learning_rate=0.01, model=f"{field_data / 'field_net.py'}:build"))
+                                      batch_size=32, learning_rate=0.01, model=f"{field_data / 'field_net.py'}:build",
+                                      loss=f"{field_data / loss}" if loss else None))
     out = tmp_path / "model"
     train(params, field_data / "prepared", out, tmp_path / "checkpoints", None, lines.append)
     found = [digest for _, digest in weights_digests("\n".join(lines))]
@@ -120,4 +127,9 @@ def test_a_regressor_of_the_user_s_own_fits_a_field_on_two_ranks(backend: str, f
     assert len(epochs) == 8 and all(" val_mae=" in line and "accuracy" not in line for line in epochs), epochs[-1]
     final_mae = float(re.search(r" val_mae=([\d.e-]+)", epochs[-1])[1])
     assert final_mae < 0.15, epochs[-1]  # the field's values span [-1, 1]
+    final_loss = float(re.search(r" val_loss=([\d.e-]+)", epochs[-1])[1])
+    if loss:  # the loop's loss is the user's l1: the mean absolute error itself
+        assert final_loss == pytest.approx(final_mae, rel=1e-3), epochs[-1]
+    else:  # mean squared error: below the absolute one where the errors are below 1
+        assert final_loss < final_mae, epochs[-1]
     assert read_spec(out)["task"] == "regression" and read_spec(out)["outputs"] == 1

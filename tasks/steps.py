@@ -27,7 +27,15 @@ from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
 from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
-from tasks.launch.preflight import LaunchCheck, Probed, check_launch, dry_run_check, probe_hosts, unchecked_hosts
+from tasks.launch.preflight import (
+    LaunchCheck,
+    PreflightError,
+    Probed,
+    check_launch,
+    dry_run_check,
+    probe_hosts,
+    unchecked_hosts,
+)
 from tasks.outputs.evaluate import check_trained_on, evaluate, outputs_written, split_hash
 from tasks.outputs.export import close_fresh_process, export, fresh_process, parity_sample
 from tasks.outputs.publish import exclusive, published
@@ -248,10 +256,11 @@ def preflight_step(params: Params, probed: Probed | None = None) -> LaunchCheck:
     over ssh, unless `probed` holds their answers), the Horovod build, a run to resume. Its result travels to the
     launch."""
     check = check_launch(params, PREPARED_DIR, probed)
+    manifest = check_gate_metric(params)
     if params.train.resume_from:
         workspace = resumable_run(params, params.train.resume_from)
         if not trained_already(params, PREPARED_DIR, workspace.model_dir, workspace.checkpoint_dir):
-            check_resumable(params, workspace.checkpoint_dir, checkpoint_owner(params, read_manifest(PREPARED_DIR)))
+            check_resumable(params, workspace.checkpoint_dir, checkpoint_owner(params, manifest))
     return check
 
 
@@ -276,6 +285,15 @@ def changes_shown(changed: tuple[str, ...], unchanged_since: str | None) -> str:
     if unchanged_since:
         return f"data, code and params unchanged since run {unchanged_since}"
     return f"changed since the last finished run: {', '.join(changed)}" if changed else "nothing changed"
+
+
+def check_gate_metric(params: Params) -> dict[str, Any]:
+    """registry.metric is a test metric this run will have (before anything trains); the prepared manifest."""
+    manifest = read_manifest(PREPARED_DIR)
+    task = data_task(manifest, params.train.task)
+    if problem := model_registry.gate_metric_problem(params.registry.metric, task, manifest, params.train.metrics):
+        raise PreflightError(problem)
+    return manifest
 
 
 def probe_step(params: Params) -> Probed:
@@ -307,6 +325,7 @@ def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:
     command) and the per-rank data plan, without contacting a host, opening a run or training."""
     prepare_step(params, on_line)
     check = dry_run_check(params, PREPARED_DIR)
+    check_gate_metric(params)
     config_file = RunWorkspace("<run id>").model_dir / CONFIG_FILE_NAME
     not_checked = unchecked_hosts(params)
     hosts = [f"hosts not checked (a dry run contacts no host): {', '.join(not_checked)}"] if not_checked else []

@@ -9,7 +9,8 @@ from tasks.atomic import write_text_atomic
 from tasks.tracking import mlflow_store
 from tasks.tracking.scaling import rows_csv
 
-METRICS = ("test_accuracy", "test_loss", "val_accuracy", "images_per_sec_steady", "scaling_efficiency")
+METRICS = ("test_accuracy", "test_mae", "test_rmse", "test_r2", "test_loss", "val_accuracy", "val_mae",
+           "images_per_sec_steady", "scaling_efficiency")
 SKIPPED_PARAMS = {"data_hash", "git_commit", "scaling_key", "params_hash"}  # shown as their own columns or not useful
 
 

@@ -15,6 +15,7 @@ DRY_RUNS = {  # name: the overrides of a dry run
     "parameter-server": ["train.backend=parameter-server"],
     "own model": ["train.model=models/net.py:build", "train.model_args={units: 4}"],
     "bad model": ["train.model=models/net.py:build"],
+    "bad gate metric": ["registry.metric=test_mae"],  # a classifier has no mean absolute error
 }
 OWN_MODEL = """import tensorflow as tf
 
@@ -100,3 +101,10 @@ def test_a_model_of_the_user_s_own_is_built_once_before_anything_starts(dry_runs
     assert bad.stderr.strip().splitlines()[-1] == (
         f"error: {workspace / 'models' / 'net.py'}:4: models/net.py:build gives outputs of shape (1, 5), but the "
         "data needs [batch, 10]: 10 per example")
+
+
+def test_a_gate_metric_the_run_will_not_have_is_refused_before_anything_starts(dry_runs: dict[str, DryRun]) -> None:
+    done = dry_runs["bad gate metric"].done
+    assert done.returncode == 2 and "launch:" not in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: registry.metric 'test_mae' is no test metric of a classification run (test_accuracy, ")

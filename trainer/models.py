@@ -165,6 +165,26 @@ def imported_file(shown: str, path: Path) -> ModuleType:
     return module
 
 
+def check_loss_and_metrics(loss: str | None, loss_source: Path | None, metrics: list[str]) -> None:
+    """train.loss (the user's function, imported; or a Keras loss by name) and train.metrics (Keras metrics by
+    name) as a rank will take them: ModelCodeError in one line when one is not there."""
+    import tensorflow as tf
+    if loss and ":" in loss:
+        user_function(loss, loss_source)
+    elif loss:
+        try:
+            tf.keras.losses.get(loss)
+        except ValueError:
+            raise ModelCodeError(f"train.loss {loss!r} is no Keras loss (tf.keras.losses)") from None
+    for name in metrics:
+        try:
+            found = tf.keras.metrics.get(name)  # an unknown name comes back as the name
+        except ValueError:
+            found = None
+        if not callable(found):
+            raise ModelCodeError(f"train.metrics: {name!r} is no Keras metric (tf.keras.metrics)")
+
+
 def raised_at(error: BaseException, function: Callable[..., Any] | None = None) -> str:
     """`file:line` of the deepest frame of the user's code in the error's traceback (its function's file when
     given; else the deepest frame outside ringflow, TensorFlow and Keras)."""

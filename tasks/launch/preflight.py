@@ -109,8 +109,8 @@ MODELS_BUILT: dict[str, str | None] = {}  # the user's models this process built
 
 def check_model(params: Params, manifest: dict) -> None:
     """The model fits the data: a catalog model's smallest input and no builder arguments; the user's model (and
-    loss) built once on the CPU, in the run's fresh TensorFlow process (export's, started ahead), where each
-    problem of the user's code is one line naming its file and line."""
+    loss, and train.metrics) built once on the CPU, in the run's fresh TensorFlow process (export's, started
+    ahead), where each problem of the user's code is one line naming its file and line."""
     train, shape = params.train, model_input_shape(manifest, params.input.image_size)
     try:
         task = data_task(manifest, train.task)
@@ -127,11 +127,11 @@ def check_model(params: Params, manifest: dict) -> None:
                                  f"the data is {shape[0]}x{shape[1]} (set input.image_size)")
         if train.model_args:
             raise PreflightError(f"model {train.model} is the catalog's: it takes no train.model_args")
-        if not (train.loss and IMPORT_PATH.fullmatch(train.loss)):
-            return
+        if not (train.loss or train.metrics):
+            return  # nothing of the user's to check: no TensorFlow process asked
     request = {"model": train.model, "source": code_path(train.model), "input_shape": list(shape),
                "outputs": output_size(manifest, task), "model_args": train.model_args, "loss": train.loss,
-               "loss_source": code_path(train.loss)}
+               "loss_source": code_path(train.loss), "metrics": train.metrics}
     key = json.dumps([request, code_digests(params)], sort_keys=True, default=str)
     if key not in MODELS_BUILT:
         MODELS_BUILT[key] = fresh_process().ask("build", **request)

@@ -10,8 +10,9 @@ line that starts with ANSWER:
   {"ask": "score", "savedmodel": DIR, "data_dir": DIR, "metric": NAME, "task": TASK, "loss": NAME|null} -> the
   test split's value of that test metric (the gate's), or null when the model cannot score it
   {"ask": "build", "model": NAME, "source": FILE|null, "input_shape": [...], "outputs": N, "model_args": {...},
-   "loss": NAME|null, "loss_source": FILE|null} -> null, or the one line that says why the user's model (or
-  loss) cannot be built for the data (the preflight's check, on the CPU, before any rank starts)
+   "loss": NAME|null, "loss_source": FILE|null, "metrics": [NAME, ...]} -> null, or the one line that says why
+  the user's model (or loss, or a metric) cannot be built for the data (the preflight's check, on the CPU, before
+  any rank starts)
 
 The process imports TensorFlow first and then waits for a request, so that it can be started before the SavedModel
 exists (its start overlaps the training); end of input: it ends.
@@ -98,14 +99,13 @@ def score(savedmodel: str, data_dir: str, metric: str, task: str, loss: str | No
 
 
 def build(model: str, source: str | None, input_shape: list[int], outputs: int, model_args: dict[str, Any],
-          loss: str | None, loss_source: str | None) -> str | None:
-    """Why the model (built once, here on the CPU) or the loss cannot serve the job, in one line; None: they can."""
-    from trainer.config import IMPORT_PATH
-    from trainer.models import ModelCodeError, build_model, user_function
+          loss: str | None, loss_source: str | None, metrics: list[str] | None = None) -> str | None:
+    """Why the model (built once, here on the CPU), the loss or the metrics cannot serve the job, in one line;
+    None: they can."""
+    from trainer.models import ModelCodeError, build_model, check_loss_and_metrics
     try:
         build_model(model, tuple(input_shape), outputs, model_args, Path(source) if source else None)
-        if loss and IMPORT_PATH.fullmatch(loss):
-            user_function(loss, Path(loss_source) if loss_source else None)
+        check_loss_and_metrics(loss, Path(loss_source) if loss_source else None, metrics or [])
     except ModelCodeError as error:
         return str(error)
     return None

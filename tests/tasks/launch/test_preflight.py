@@ -102,3 +102,15 @@ def test_each_problem_of_the_user_s_model_is_one_line_naming_its_file_and_line_b
     assert report(raised.value) == 2
     line = capsys.readouterr().err
     assert re.fullmatch("error: " + said.replace("NET", re.escape(str(net))) + r"[^\n]*\n", line), line
+
+
+@pytest.mark.parametrize(("train", "said"), [
+    ({"loss": "huberr"}, "train.loss 'huberr' is no Keras loss (tf.keras.losses)"),
+    ({"metrics": ["mae", "top_5_accuracy"]}, "train.metrics: 'top_5_accuracy' is no Keras metric (tf.keras.metrics)"),
+])
+def test_a_loss_or_metric_keras_does_not_have_is_refused_before_any_launch(digits_data: Path, train: dict,
+                                                                           said: str) -> None:
+    """Each rank would fail on it after the launch; the preflight asks the fresh TensorFlow process once."""
+    with pytest.raises(PreflightError, match=f"^{re.escape(said)}$"):
+        check_launch(Params(train=TrainParams(**train)), digits_data)
+    assert check_launch(Params(train=TrainParams(loss="huber", metrics=["mse"])), digits_data).controller

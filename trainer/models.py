@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import socket
 import sys
 import traceback
 from dataclasses import dataclass
@@ -122,7 +123,8 @@ def user_module(module_name: str, source: Path | None) -> ModuleType:
             return importlib.import_module(module_name)
         except ModuleNotFoundError as error:
             if error.name and module_name.startswith(error.name):
-                raise ModelCodeError(f"no module {module_name} here (is its package installed?)") from None
+                raise ModelCodeError(f"no module {module_name} on {socket.gethostname()} (is its package installed "
+                                     "where the ranks run?)") from None
             raise ModelCodeError(f"{raised_at(error)}: importing {module_name}: {error}") from None
         except Exception as error:  # the user's code at import
             raise ModelCodeError(f"{raised_at(error)}: importing {module_name}: {type(error).__name__}: "

@@ -1,6 +1,7 @@
 """The model catalog: every model builds and trains one step on tiny inputs; mixed precision."""
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,8 @@ def test_the_user_s_builder_is_called_with_the_data_s_shapes_and_its_arguments(t
     copy.write_text(GOOD.replace("units=8", "units=4"))
     assert build_model("models/net.py:build", (8, 8, 1), 3, source=copy).layers[1].units == 4
     assert build_model("tests.trainer.user_builders:build", (4,), 2).output_shape == (None, 2)  # a package's
+    with pytest.raises(ModelCodeError, match=rf"^no module nowhere_at_all\.nets on {socket.gethostname()} \(is "):
+        build_model("nowhere_at_all.nets:build", (4,), 2)  # a rank's host without the user's package
 
 
 @pytest.mark.parametrize(("content", "named", "said"), [

@@ -61,3 +61,31 @@ def digits_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prepare(DataParams(), out)
     return out
 
+
+
+class Said:
+    """What ringflow's components said through tasks/logs.py while a test ran, as `[component] text` lines."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self.caplog = caplog
+
+    def lines(self, component: str | None = None) -> list[str]:
+        from tasks.logs import ROOT_LOGGER
+        records = {id(record): record for record in self.caplog.records
+                   if record.name.startswith(f"{ROOT_LOGGER}.")}  # each once (root and ringflow's handler alike)
+        return [f"[{record.name.removeprefix(f'{ROOT_LOGGER}.')}] {record.getMessage()}" for record in records.values()
+                if component is None or record.name == f"{ROOT_LOGGER}.{component}"]
+
+
+@pytest.fixture
+def said(caplog: pytest.LogCaptureFixture) -> Iterator[Said]:
+    """The lines said (pytest's caplog, hearing ringflow's loggers where a process's set-up keeps them from the
+    root)."""
+    import logging
+
+    from tasks.logs import ROOT_LOGGER
+    ringflow = logging.getLogger(ROOT_LOGGER)
+    ringflow.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, ROOT_LOGGER)
+    yield Said(caplog)
+    ringflow.removeHandler(caplog.handler)

@@ -16,11 +16,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from tasks import logs
 from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.serving.app import Limits, serving_app
 from tasks.serving.batcher import Batcher
-from tasks.serving.champion import Champion, ChampionWatcher, say
+from tasks.serving.champion import Champion, ChampionWatcher, log
 from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version, no_champion
 from tasks.tracking.model_registry import encoded_examples
 from tasks.tracking.server import use_tracking
@@ -76,7 +77,7 @@ def first_champion(params: Params, warm_up: list[bytes], wait: bool) -> ServedMo
         elif not wait:
             raise ParamsError(no_champion(name))
         if waiting != said:
-            say(f"{waiting}; until then, asked every {params.serving.poll_seconds:g} s")
+            log.info(f"{waiting}; until then, asked every {params.serving.poll_seconds:g} s")
             said = waiting
         time.sleep(params.serving.poll_seconds)
 
@@ -125,7 +126,7 @@ def serve(params: Params, wait: bool) -> None:
     app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances,
                                                 settings.max_image_pixels, settings.read_timeout_seconds))
     model, url = champion.model, f"http://{settings.host}:{settings.port}"
-    say(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
+    log.info(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
         f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")
     try:
         uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
@@ -148,11 +149,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a parameter of params.yaml (e.g. serving.port=8502)")
     parser.add_argument("--wait-for-champion", action="store_true",
                         help="no champion yet: wait for one (make serve, before its first training) instead of failing")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors in the server's log")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug lines too")
     args = parser.parse_args(argv)
+    logs.setup(logs.level_of(args.quiet, args.verbose))
     try:
         serve(load_params(parse_assignments(args.overrides)), args.wait_for_champion)
     except KeyboardInterrupt:
-        say("stopped (Ctrl-C)")
+        log.info("stopped (Ctrl-C)")
         return INTERRUPTED_EXIT
     except Exception as error:  # one line, last, instead of a traceback
         return report(error)

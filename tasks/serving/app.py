@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from tasks.serving.batcher import Batcher, Busy
-from tasks.serving.champion import Champion, say
+from tasks.serving.champion import Champion, log
 from tasks.serving.protocol import (
     Inputs,
     Refused,
@@ -133,7 +133,7 @@ def refusal(request: Request, error: Refused | Failed | Busy,
     """The answer to a refused (or failed) request, and its line in the log."""
     client = request.client.host if request.client else "?"
     verb = "failed" if isinstance(error, Failed) else "refused"
-    say(printable(f"{verb} {request.method} {request.url.path} from {client} ({error.status}): {error}"))
+    log.info(printable(f"{verb} {request.method} {request.url.path} from {client} ({error.status}): {error}"))
     return JSONResponse(body(str(error)), status_code=error.status)
 
 
@@ -145,18 +145,25 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     def answer(content: dict[str, Any], model: ServedModel) -> JSONResponse:
         return JSONResponse(content, headers={VERSION_HEADER: model.version})
 
+    async def refused(request: Request, error: Exception) -> JSONResponse:
+        """A request refused (or failed) anywhere on its way, answered in its protocol's words."""
+        assert isinstance(error, (Refused, Failed, Busy))
+        if request.url.path == "/invocations":  # MLflow's
+            code = {Refused: "BAD_REQUEST", Busy: "RESOURCE_EXHAUSTED"}.get(type(error), "INTERNAL_ERROR")
+            return refusal(request, error, lambda reason: {"error_code": code, "message": reason})
+        return refusal(request, error, lambda reason: {"error": reason})  # TensorFlow Serving's
+    for kind in (Refused, Failed, Busy):
+        app.add_exception_handler(kind, refused)
+
     @app.post("/v1/models/{model_name}:predict")
     async def predict(model_name: str, request: Request) -> JSONResponse:
         model = champion.current()
-        try:
-            if model_name != name:
-                raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
-            document = await document_of(request, limits)
-            read = tensor_inputs if model.tensor else tf_serving_inputs
-            inputs = read(document, limits.max_instances, model.image_shape)
-            result = await answered(batcher, model, inputs, limits.max_image_pixels)
-        except (Refused, Failed, Busy) as error:
-            return refusal(request, error, lambda reason: {"error": reason})
+        if model_name != name:
+            raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
+        document = await document_of(request, limits)
+        read = tensor_inputs if model.tensor else tf_serving_inputs
+        inputs = read(document, limits.max_instances, model.image_shape)
+        result = await answered(batcher, model, inputs, limits.max_image_pixels)
         if isinstance(result, TensorAnswer):
             return answer(tensor_answer(result, inputs.rows), model)
         return answer(tf_serving_answer(result, inputs.rows), model)
@@ -164,21 +171,16 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     @app.get("/v1/models/{model_name}")
     async def model_status(model_name: str, request: Request) -> JSONResponse:
         if model_name != name:
-            return refusal(request, Refused(404, f"Could not find any versions of model {model_name}"),
-                           lambda reason: {"error": reason})
+            raise Refused(404, f"Could not find any versions of model {model_name}")
         return answer(status_of(champion), champion.model)
 
     @app.post("/invocations")
     async def invocations(request: Request) -> JSONResponse:
         model = champion.current()
-        try:
-            document = await document_of(request, limits)
-            read = mlflow_tensor_inputs if model.tensor else mlflow_inputs
-            inputs = read(document, limits.max_instances, model.image_shape)
-            result = await answered(batcher, model, inputs, limits.max_image_pixels)
-        except (Refused, Failed, Busy) as error:
-            code = {Refused: "BAD_REQUEST", Busy: "RESOURCE_EXHAUSTED"}.get(type(error), "INTERNAL_ERROR")
-            return refusal(request, error, lambda reason: {"error_code": code, "message": reason})
+        document = await document_of(request, limits)
+        read = mlflow_tensor_inputs if model.tensor else mlflow_inputs
+        inputs = read(document, limits.max_instances, model.image_shape)
+        result = await answered(batcher, model, inputs, limits.max_image_pixels)
         if isinstance(result, TensorAnswer):
             return answer(mlflow_tensor_answer(result, model.class_names), model)
         return answer(mlflow_answer(result, model.class_names), model)

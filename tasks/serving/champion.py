@@ -3,12 +3,14 @@ version is loaded beside the one answering and swapped in once it has answered i
 a load, none is dropped); a version that cannot be served is said once and the one answering stays."""
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Callable
 
+from tasks.logs import logger
 from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version
 from tasks.tracking.model_registry import CHAMPION
+
+log = logger("serve-model")  # the server's log (its terminal): [serve-model] ...
 
 
 class Champion:
@@ -26,11 +28,6 @@ class Champion:
         """Answer with `model` from the next batch on; returns the one it replaces."""
         previous, self.model = self.model, model
         return previous
-
-
-def say(line: str) -> None:
-    """One line of the server's log (its terminal)."""
-    print(f"[serve-model] {line}", file=sys.stderr, flush=True)
 
 
 class ChampionWatcher:
@@ -72,42 +69,42 @@ class ChampionWatcher:
             version = self._ask(self._champion.model.name)
         except Exception as error:  # the registry away or failing: keep answering with the model loaded
             if not self._registry_away:
-                say(f"the registry does not answer ({type(error).__name__}: {str(error)[:200]}): still serving "
+                log.info(f"the registry does not answer ({type(error).__name__}: {str(error)[:200]}): still serving "
                     f"v{self._champion.model.version}, asking again every {self._poll:g} s")
             self._registry_away = True
             return False, None
         if self._registry_away:
-            say("the registry answers again")
+            log.info("the registry answers again")
         self._registry_away = False
         return True, version
 
     def _say_alias(self, served: ServedModel, version: str | None) -> None:
         """The alias removed, once; and once it is back on the served version."""
         if version is None and not self._no_alias:
-            say(f"{served.name}: no version holds the alias {CHAMPION} now: still serving v{served.version}")
+            log.info(f"{served.name}: no version holds the alias {CHAMPION} now: still serving v{served.version}")
         elif version is not None and self._no_alias and version == served.version:
-            say(f"{served.name}: the alias {CHAMPION} is on v{version} again")
+            log.info(f"{served.name}: the alias {CHAMPION} is on v{version} again")
         self._no_alias = version is None
 
     def _follow(self, name: str, version: str) -> None:
         """Load the new champion beside the served one, then swap it in."""
         self._champion.loading = version
         if self._failing != version:
-            say(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
+            log.info(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
         try:
             model = self._load(name, version, self._warm_up)
         except NotServable as error:
             self._champion.refused[version] = str(error)
-            say(f"{error}; still serving v{self._champion.model.version}")
+            log.info(f"{error}; still serving v{self._champion.model.version}")
             return
         except Exception as error:  # a download that failed (the registry or its artifacts away): tried again
             if self._failing != version:
-                say(f"{name} v{version} did not download ({type(error).__name__}: {str(error)[:200]}): tried again "
-                    f"every {self._poll:g} s")
+                log.info(f"{name} v{version} did not download ({type(error).__name__}: {str(error)[:200]}): tried "
+                         f"again every {self._poll:g} s")
             self._failing = version
             return
         finally:
             self._champion.loading = None
         self._failing = None
         previous = self._champion.swap(model)
-        say(f"{name} v{version} answers now (loaded in {model.load_seconds:.1f} s; v{previous.version} retired)")
+        log.info(f"{name} v{version} answers now (loaded in {model.load_seconds:.1f} s; v{previous.version} retired)")

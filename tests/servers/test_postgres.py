@@ -5,7 +5,6 @@ superuser that role was, is demoted at its next start; and a link PostgreSQL's u
 create or change nothing."""
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ from servers.nofollow import own_folder
 from servers.postgres import ADMIN, OLD_SUPERUSER, Postgres
 from servers.processes import ServerFailed
 from servers.setup import Place, write_secrets
-from tasks.logs import ROOT_LOGGER
+from tests.conftest import Said
 from tests.helpers import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL's own user: the suite runs as root")
@@ -69,24 +68,8 @@ def assert_no_superuser_reached(place: Place) -> None:
         assert done.returncode != 0 and "no pg_hba.conf entry" in done.stderr, done.stderr
 
 
-@pytest.fixture
-def caplog(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """pytest's caplog, hearing ringflow's loggers too where a process's set-up keeps them from the root."""
-    ringflow = logging.getLogger(ROOT_LOGGER)
-    ringflow.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, ROOT_LOGGER)
-    yield caplog
-    ringflow.removeHandler(caplog.handler)
-
-
-def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The lines the services said (the `ringflow.services` logger), each once."""
-    return list({id(record): record.getMessage() for record in caplog.records
-                 if record.name == "ringflow.services"}.values())
-
-
 def test_the_services_role_owns_the_databases_and_is_no_superuser(place: Place,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+                                                                  said: Said) -> None:
     postgres = Postgres(place)
     postgres.init_cluster()
     postgres.start(password(place))
@@ -95,11 +78,12 @@ def test_the_services_role_owns_the_databases_and_is_no_superuser(place: Place,
     postgres.stop()
     postgres.start(password(place))  # a second start finds it all there
     assert as_role(place, "SELECT 1").stdout.strip() == "1"
-    assert said(caplog) == [f"creating the database cluster in {postgres.data} (PostgreSQL runs as {postgres.user})"]
+    assert said.lines("services") == [f"[services] creating the database cluster in {postgres.data} (PostgreSQL "
+                                      f"runs as {postgres.user})"]
 
 
 def test_a_cluster_whose_superuser_was_the_services_role_is_demoted_at_its_next_start(
-        place: Place, caplog: pytest.LogCaptureFixture) -> None:
+        place: Place, said: Said) -> None:
     """Made as an earlier version made it (initdb -U ringflow, its password from the secrets), with a table, a
     serial column and an enum type of the servers' in mlflow and Prefect's extension in prefect."""
     postgres = Postgres(place)
@@ -118,18 +102,18 @@ def test_a_cluster_whose_superuser_was_the_services_role_is_demoted_at_its_next_
     assert made.returncode == 0 and as_role(place, "CREATE EXTENSION pg_trgm", "prefect").returncode == 0
     assert as_role(place, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").stdout.strip() == "t"
     postgres.stop()
-    caplog.clear()
+    said.caplog.clear()
     postgres.init_cluster()
     postgres.start(password(place))
-    assert said(caplog) == [f"the database role ringflow was the cluster's superuser (an earlier version made it so): "
-                            f"it becomes {OLD_SUPERUSER}, without login, and a new ringflow, no superuser, owns the "
-                            "databases"]
+    assert said.lines("services") == [f"[services] the database role ringflow was the cluster's superuser (an "
+                                      f"earlier version made it so): it becomes {OLD_SUPERUSER}, without login, and "
+                                      "a new ringflow, no superuser, owns the databases"]
     assert_no_superuser_reached(place)
     assert as_role(place, "INSERT INTO runs (s) VALUES ('b') RETURNING id").stdout.strip() == "1"  # its own now
     assert as_role(place, "DROP TABLE runs; DROP TYPE stage").returncode == 0
     postgres.stop()
     postgres.start(password(place))  # and said once
-    assert len(said(caplog)) == 1
+    assert len(said.lines("services")) == 1
 
 
 def test_a_link_planted_by_postgresql_s_user_makes_root_create_or_change_nothing(place: Place) -> None:

@@ -20,6 +20,7 @@ from tasks.serving.champion import Champion, ChampionWatcher
 from tasks.serving.served_model import NotServable, ServedModel, load_version
 from tasks.tracking import mlflow_store, registry_signature
 from tasks.tracking.model_registry import CHAMPION, encoded_examples, log_registered_model
+from tests.conftest import Said
 from tests.helpers import PYTHON, ROOT, free_port, quiet_env, wait_for_http
 from tests.tasks.serving.test_server import start
 from tests.tasks.tracking.test_model_registry import CLASS_NAMES, tiny_savedmodel
@@ -116,21 +117,17 @@ def watching(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wa
         registry.champion(registry.served)
 
 
-def server_lines(captured: pytest.CaptureFixture[str]) -> list[str]:
-    return [line for line in captured.readouterr().err.splitlines() if line.startswith("[serve-model]")]
-
-
 def test_a_version_the_pipeline_registered_is_served(registry: Registry, watching: Watching,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                                     said: Said) -> None:
     promoted = pipeline_version(registry)
     registry.champion(promoted)
     watching.until(lambda: watching.champion.model.version == promoted)
     assert watching.champion.model.classify(WARM_UP).classes[0] in CLASS_NAMES
-    assert watching.loads == [promoted] and f"ringflow v{promoted} answers now" in server_lines(capsys)[-1]
+    assert watching.loads == [promoted] and f"ringflow v{promoted} answers now" in said.lines("serve-model")[-1]
 
 
 def test_versions_not_registered_by_the_pipeline_are_refused_once_and_the_served_one_stays(
-        registry: Registry, watching: Watching, capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Registry, watching: Watching, said: Said) -> None:
     unsigned = plain_version(registry, {})
     signed = registry.client().get_model_version(NAME, registry.served).tags
     copied = plain_version(registry, {key: value for key, value in signed.items() if key.startswith("ringflow.")})
@@ -138,7 +135,7 @@ def test_versions_not_registered_by_the_pipeline_are_refused_once_and_the_served
         registry.champion(version)
         watching.settle(version)
     assert watching.champion.model.version == registry.served and watching.loads == [unsigned, copied]
-    refused = [line for line in server_lines(capsys) if "refused" in line]
+    refused = [line for line in said.lines("serve-model") if "refused" in line]
     assert len(refused) == 2
     assert f"ringflow v{unsigned} was not registered by ringflow's pipeline" in refused[0]
     assert f"ringflow v{copied}'s signature does not hold for this version" in refused[1]
@@ -146,7 +143,7 @@ def test_versions_not_registered_by_the_pipeline_are_refused_once_and_the_served
 
 
 def test_a_version_whose_files_changed_since_it_was_registered_is_refused(
-        registry: Registry, watching: Watching, capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Registry, watching: Watching, said: Said) -> None:
     altered = pipeline_version(registry)
     variables = next((registry.files(altered)).rglob("variables.data-*"))
     with open(variables, "ab") as file:
@@ -156,18 +153,18 @@ def test_a_version_whose_files_changed_since_it_was_registered_is_refused(
     time.sleep(0.5)
     assert watching.champion.model.version == registry.served and watching.loads == [altered]
     assert "SavedModel is not the one registered" in watching.champion.refused[altered]
-    assert "its files changed since: refused" in server_lines(capsys)[-1]
+    assert "its files changed since: refused" in said.lines("serve-model")[-1]
     with pytest.raises(NotServable, match="its files changed since"):
         load_version(NAME, altered, WARM_UP)
 
 
 def test_the_alias_removed_is_said_once_and_the_served_version_stays(
-        registry: Registry, watching: Watching, capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Registry, watching: Watching, said: Said) -> None:
     registry.client().delete_registered_model_alias(NAME, CHAMPION)
     time.sleep(1)  # ten polls
     registry.champion(registry.served)
     time.sleep(0.5)
-    lines = server_lines(capsys)
+    lines = said.lines("serve-model")
     assert lines == [f"[serve-model] ringflow: no version holds the alias {CHAMPION} now: still serving "
                      f"v{registry.served}", f"[serve-model] ringflow: the alias {CHAMPION} is on v{registry.served} "
                      "again"]

@@ -145,6 +145,11 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     def answer(content: dict[str, Any], model: ServedModel) -> JSONResponse:
         return JSONResponse(content, headers={VERSION_HEADER: model.version})
 
+    async def computed(request: Request, model: ServedModel, read: Callable[..., Any]) -> tuple[Any, Any]:
+        """The request's inputs, as its protocol's reader `read` takes them, and the model's answer to them."""
+        inputs = read(await document_of(request, limits), limits.max_instances, model.image_shape)
+        return inputs, await answered(batcher, model, inputs, limits.max_image_pixels)
+
     async def refused(request: Request, error: Exception) -> JSONResponse:
         """A request refused (or failed) anywhere on its way, answered in its protocol's words."""
         assert isinstance(error, (Refused, Failed, Busy))
@@ -160,10 +165,7 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
         model = champion.current()
         if model_name != name:
             raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
-        document = await document_of(request, limits)
-        read = tensor_inputs if model.tensor else tf_serving_inputs
-        inputs = read(document, limits.max_instances, model.image_shape)
-        result = await answered(batcher, model, inputs, limits.max_image_pixels)
+        inputs, result = await computed(request, model, tensor_inputs if model.tensor else tf_serving_inputs)
         if isinstance(result, TensorAnswer):
             return answer(tensor_answer(result, inputs.rows), model)
         return answer(tf_serving_answer(result, inputs.rows), model)
@@ -177,10 +179,7 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     @app.post("/invocations")
     async def invocations(request: Request) -> JSONResponse:
         model = champion.current()
-        document = await document_of(request, limits)
-        read = mlflow_tensor_inputs if model.tensor else mlflow_inputs
-        inputs = read(document, limits.max_instances, model.image_shape)
-        result = await answered(batcher, model, inputs, limits.max_image_pixels)
+        _, result = await computed(request, model, mlflow_tensor_inputs if model.tensor else mlflow_inputs)
         if isinstance(result, TensorAnswer):
             return answer(mlflow_tensor_answer(result, model.class_names), model)
         return answer(mlflow_answer(result, model.class_names), model)

@@ -14,7 +14,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from trainer.backends.registry import BACKEND_NAMES
+from trainer.backend_specs import BACKEND_NAMES
 from trainer.choices import ControllerChoice, SchedulerChoice, scheduler_spec
 from trainer.models import MODEL_CATALOG
 

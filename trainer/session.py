@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.callbacks import EpochReport, Throughput
 from trainer.config import IMPORT_PATH, TrainerConfig
 from trainer.data import cache_in_memory, model_input_shape, value_bytes_of

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tasks.launch.remote.addresses import head_address, interface_of, is_local
 from tasks.paths import resolve_path
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.choices import chosen_controller
 from trainer.config import ElasticParams, TrainParams
 

@@ -14,7 +14,7 @@ from tasks.launch.supervise.processes import Process
 from tasks.launch.supervise.watch import JobLimits
 from tasks.params import Params
 from tasks.redaction import redact
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.protocol import HEARTBEAT_ENV
 from trainer.sharding import TrainingPlan, training_plan
 

@@ -26,7 +26,7 @@ from tasks.outputs.export import fresh_process
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
 from tasks.user_code import code_digests, code_file
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.config import IMPORT_PATH, TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG

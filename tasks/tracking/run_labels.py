@@ -42,7 +42,7 @@ def section_params(params: Params) -> dict[str, Any]:
 def run_name(params: Params, run_id: str, gpus_per_host: int = 0) -> str:
     """Model, np, global batch (as the backend makes it of train.batch_size per replica, on hosts with
     `gpus_per_host` GPUs), learning rate, the run id's first 6 characters: small_cnn-np2-b64-lr0.001-3f9a2c."""
-    from trainer.backends.registry import backend_spec
+    from trainer.backend_specs import backend_spec
     train = params.train
     global_batch = backend_spec(train.backend).global_batch(train.batch_size, train.np, gpus_per_host)
     return f"{train.model}-np{train.np}-b{global_batch}-lr{train.learning_rate:g}-{run_id[:6]}"

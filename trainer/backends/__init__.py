@@ -1,11 +1,11 @@
-"""The training backends: each name's spec (trainer/backends/registry.py) names the module whose `train(config)`
+"""The training backends: each name's spec (trainer/backend_specs.py) names the module whose `train(config)`
 one process runs."""
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 
 
 def run(config: Any) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import tensorflow as tf
 
 from trainer import loop, session
+from trainer.backend_specs import backend_spec
 from trainer.backends import data_service
-from trainer.backends.registry import backend_spec
 from trainer.backends.task_devices import COMPUTING, pin_task_gpu
 from trainer.checkpoints import Checkpoints
 from trainer.config import TrainerConfig

@@ -1,12 +1,12 @@
 """Which way starts a job's processes: the batch job of the scheduler train.scheduler names (trainer/choices.py),
-else the launcher its backend's spec names (trainer/backends/registry.py). A new way is a module beside this one,
+else the launcher its backend's spec names (trainer/backend_specs.py). A new way is a module beside this one,
 a class of base.py's Launcher (or Scheduler), and one entry below."""
 from __future__ import annotations
 
 from tasks.launch.launchers import cluster, horovodrun, process, slurm
 from tasks.launch.launchers.base import Launcher, Scheduler
 from tasks.params import Params
-from trainer.backends.registry import LauncherName, backend_spec
+from trainer.backend_specs import LauncherName, backend_spec
 
 # by the names backend specs give their launchers
 LAUNCHERS: dict[LauncherName, Launcher] = {"horovodrun": horovodrun.LAUNCHER, "cluster": cluster.LAUNCHER,

@@ -15,7 +15,7 @@ from tasks.launch.slurm.commands import SRUN
 from tasks.launch.supervise.processes import Process
 from tasks.params import Params
 from tasks.paths import ROOT
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV
 from trainer.slurm_cluster import PORTS_DIR_ENV
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from tasks.launch.launchers.base import Launcher
 from tasks.params import Params
 from tasks.paths import ROOT
-from trainer.backends.registry import backend_spec
+from trainer.backend_specs import backend_spec
 from trainer.choices import controller_spec
 from trainer.config import CONTROL_CHARACTER
 from trainer.protocol import HEARTBEAT_ENV, METRICS_SPOOL_ENV

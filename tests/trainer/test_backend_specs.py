@@ -10,7 +10,7 @@ from tasks.launch.plan import training_data_plan
 from tasks.launch.preflight import PreflightError, check_global_batch
 from tasks.params import Params, TrainParams
 from trainer import session
-from trainer.backends.registry import BACKEND_NAMES, REGISTRY, backend_spec
+from trainer.backend_specs import BACKEND_NAMES, REGISTRY, backend_spec
 from trainer.config import TrainerConfig
 from trainer.prepared_data import read_manifest
 
@@ -64,4 +64,4 @@ def test_only_horovod_fit_runs_elastic_and_each_module_is_one_of_the_backends_pa
     assert backend_spec("horovod").module_for(elastic=True) == "trainer.backends.horovod_elastic"
     assert backend_spec("horovod-tape").module_for(elastic=True) == "trainer.backends.horovod_tape"
     for spec in REGISTRY.values():
-        assert (Path(__file__).parents[3] / (spec.module.replace(".", "/") + ".py")).is_file()
+        assert (Path(__file__).parents[2] / (spec.module.replace(".", "/") + ".py")).is_file()

@@ -5,7 +5,7 @@ import pytest
 
 from tasks.launch.launchers.choose import LAUNCHERS, launcher_for
 from tasks.params import Params
-from trainer.backends.registry import BACKEND_NAMES, backend_spec
+from trainer.backend_specs import BACKEND_NAMES, backend_spec
 from trainer.config import TrainParams
 
 

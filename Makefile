@@ -52,7 +52,7 @@ serve: setup
 	@bash scripts/serve.sh
 
 serve-model: setup
-	@$(PY) -m tasks.serving $(ARGS)
+	@$(PY) -m servers.model $(ARGS)
 
 services: setup-services
 	@bash scripts/services.sh up

@@ -122,7 +122,7 @@ def load(target: Target, clients: int, seconds: float) -> dict[str, float]:
 
 
 def champion_version() -> str:
-    from tasks.serving.served_model import champion_version as asked
+    from servers.model.served_model import champion_version as asked
     from tasks.tracking import mlflow_store
     os.environ.setdefault("MLFLOW_TRACKING_URI", mlflow_store.tracking_uri())
     version = asked("ringflow")
@@ -142,7 +142,7 @@ def main() -> None:
                Target("make serve-model (invocations)", 18501, "/invocations", mlflow_bodies),
                Target("mlflow models serve", 18502, "/invocations", mlflow_bodies)]
     logs = Path("/tmp")
-    ours = [str(BIN / "python"), "-m", "tasks.serving", "--set", "serving.port=18501",
+    ours = [str(BIN / "python"), "-m", "servers.model", "--set", "serving.port=18501",
             "--set", "serving.poll_seconds=3600"]
     plain = [str(BIN / "mlflow"), "models", "serve", "-m", f"models:/ringflow/{version}", "--env-manager", "local",
              "-h", "127.0.0.1", "-p", "18502"]

@@ -1,2 +1,3 @@
-"""The servers ringflow runs for its users: `make serve` (a Prefect server, its work pool and a worker) and `make
-services` (a team's PostgreSQL, MLflow and Prefect servers and worker), supervised by one module (processes.py)."""
+"""The long-running servers ringflow starts, in one home under one supervisor (processes.py): the local Prefect
+server a flow starts (local_prefect.py), the team's services (make services), make serve, and the model server
+(model/, make serve-model)."""

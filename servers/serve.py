@@ -63,7 +63,7 @@ def serving(port: int, home: Path, run_dir: Path) -> None:
                     run_dir, home, server_env, cwd=ROOT)
     processes.wait_http("Prefect", f"http://127.0.0.1:{port}/api/health", run_dir / "server.pid",
                         home / "server.log", seconds=120)
-    processes.start("model-server", [str(BIN / "python"), "-m", "tasks.serving", "--wait-for-champion"], run_dir,
+    processes.start("model-server", [str(BIN / "python"), "-m", "servers.model", "--wait-for-champion"], run_dir,
                     home, cwd=ROOT, terminal=True)  # serves the champion the deployments' runs promote
     deploy()
     record_deployed(run_dir)

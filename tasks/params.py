@@ -103,7 +103,7 @@ class PipelineParams(Section):
 
 
 class ServingParams(Section):
-    """make serve-model: the registry's champion over HTTP (tasks/serving/)."""
+    """make serve-model: the registry's champion over HTTP (servers/model/)."""
     host: str = Field("127.0.0.1", min_length=1)  # the address it listens on (0.0.0.0: every interface)
     port: int = Field(8501, ge=1, le=65535)  # TensorFlow Serving's REST port
     max_batch_size: int = Field(32, ge=1, le=1024)  # images the model is given at once, from any requests

@@ -14,9 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from tasks.serving.batcher import Batcher, Busy
-from tasks.serving.champion import Champion, log
-from tasks.serving.protocol import (
+from servers.model.batcher import Batcher, Busy
+from servers.model.champion import Champion, log
+from servers.model.protocol import (
     Inputs,
     Refused,
     mlflow_answer,
@@ -28,7 +28,7 @@ from tasks.serving.protocol import (
     tf_serving_answer,
     tf_serving_inputs,
 )
-from tasks.serving.served_model import Answer, ServedModel, TensorAnswer
+from servers.model.served_model import Answer, ServedModel, TensorAnswer
 from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.serving.served_model import Answer, TensorAnswer
+from servers.model.served_model import Answer, TensorAnswer
 from trainer.serving_bytes import BYTES_SIGNATURE
 
 with warnings.catch_warnings(record=True):  # MLflow's hint to model authors when the pyfunc model's class is made

@@ -1,4 +1,4 @@
-"""make serve-model: python -m tasks.serving [--set serving.port=8502 ...] [--wait-for-champion]: the registry's
+"""make serve-model: python -m servers.model [--set serving.port=8502 ...] [--wait-for-champion]: the registry's
 champion over HTTP until Ctrl-C (params.yaml's serving section; the registry of its tracking and registry sections).
 TensorFlow's own C++ log says errors only when fatal here (TF_CPP_MIN_LOG_LEVEL 3): a request TensorFlow fails is
 one line of the server's own."""
@@ -16,13 +16,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from servers.model.app import Limits, serving_app
+from servers.model.batcher import Batcher
+from servers.model.champion import Champion, ChampionWatcher, log
+from servers.model.served_model import NotServable, ServedModel, champion_version, load_version, no_champion
 from tasks import logs
 from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
-from tasks.serving.app import Limits, serving_app
-from tasks.serving.batcher import Batcher
-from tasks.serving.champion import Champion, ChampionWatcher, log
-from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version, no_champion
 from tasks.tracking.model_registry import encoded_examples
 from tasks.tracking.server import use_tracking
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C stops it even where SIGINT was ignored when this process started (make in a background job, a CI
     # runner): uvicorn hands the signal on to the handler it found, and an ignored one would end it as if asked to
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    parser = argparse.ArgumentParser(prog="python -m tasks.serving", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m servers.model", description=__doc__)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a parameter of params.yaml (e.g. serving.port=8502)")
     parser.add_argument("--wait-for-champion", action="store_true",

@@ -16,13 +16,13 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 
-from tasks.serving.champion import Champion, ChampionWatcher
-from tasks.serving.served_model import NotServable, ServedModel, load_version
+from servers.model.champion import Champion, ChampionWatcher
+from servers.model.served_model import NotServable, ServedModel, load_version
 from tasks.tracking import mlflow_store, registry_signature
 from tasks.tracking.model_registry import CHAMPION, encoded_examples, log_registered_model
 from tests.conftest import Said
 from tests.helpers import PYTHON, ROOT, free_port, quiet_env, wait_for_http
-from tests.tasks.serving.test_server import start
+from tests.servers.model.test_server import start
 from tests.tasks.tracking.test_model_registry import CLASS_NAMES, tiny_savedmodel
 
 pytestmark = pytest.mark.slow
@@ -209,7 +209,7 @@ def test_a_server_waiting_for_a_champion_waits_past_one_it_refuses(registry: Reg
     unsigned = plain_version(registry, {})
     registry.champion(unsigned)
     port, log = free_port(), tmp_path / "server.log"
-    waiting = subprocess.Popen([PYTHON, "-m", "tasks.serving", "--wait-for-champion", "--set", f"serving.port={port}",
+    waiting = subprocess.Popen([PYTHON, "-m", "servers.model", "--wait-for-champion", "--set", f"serving.port={port}",
                                 "--set", "serving.poll_seconds=1"], cwd=ROOT,
                                env=quiet_env(MLFLOW_TRACKING_URI=registry.uri), stdout=open(log, "w"),
                                stderr=subprocess.STDOUT)

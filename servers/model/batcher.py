@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.serving.served_model import Answer, ServedModel, TensorAnswer
+from servers.model.served_model import Answer, ServedModel, TensorAnswer
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from servers.model.served_model import NotServable, ServedModel, champion_version, load_version
 from tasks.logs import logger
-from tasks.serving.served_model import NotServable, ServedModel, champion_version, load_version
 from tasks.tracking.model_registry import CHAMPION
 
 log = logger("serve-model")  # the server's log (its terminal): [serve-model] ...

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from tasks.serving.batcher import Batcher, Busy
-from tasks.serving.served_model import Answer
+from servers.model.batcher import Batcher, Busy
+from servers.model.served_model import Answer
 
 
 @dataclass
@@ -112,8 +112,8 @@ class FailingModel:
 
 
 def test_a_failure_names_the_version_that_failed_not_the_one_current_since() -> None:
-    from tasks.serving.app import Failed, answered
-    from tasks.serving.protocol import Inputs
+    from servers.model.app import Failed, answered
+    from servers.model.protocol import Inputs
     batcher = Batcher(max_batch_size=4, max_wait_seconds=0, max_queued=4)
     try:
         with pytest.raises(Failed, match=r"^v3 failed on the request's images: cannot run on 1 images$"):

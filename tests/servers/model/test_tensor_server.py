@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import free_port, wait_for_http
-from tests.tasks.serving.test_server import call, start
+from tests.servers.model.test_server import call, start
 
 pytestmark = pytest.mark.slow
 FEATURES = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0], [0.0, 0.0, 0.0]], np.float32)

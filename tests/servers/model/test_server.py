@@ -70,7 +70,7 @@ def register(uri: str, digits_data: Path, folder: Path, epochs: int) -> str:
 def start(uri: str, port: int, log: Path, *overrides: str) -> subprocess.Popen:
     settings = [f"serving.port={port}", "serving.poll_seconds=1", f"serving.max_instances={MAX_INSTANCES}",
                 f"serving.max_request_bytes={MAX_REQUEST_BYTES}", *overrides]
-    return subprocess.Popen([PYTHON, "-m", "tasks.serving", *[word for item in settings for word in ("--set", item)]],
+    return subprocess.Popen([PYTHON, "-m", "servers.model", *[word for item in settings for word in ("--set", item)]],
                             cwd=ROOT, env=quiet_env(MLFLOW_TRACKING_URI=uri), stdout=open(log, "w"),
                             stderr=subprocess.STDOUT)
 

@@ -7,8 +7,8 @@ import base64
 import numpy as np
 import pytest
 
-from tasks.serving.protocol import Refused, mlflow_answer, mlflow_inputs, tf_serving_answer, tf_serving_inputs
-from tasks.serving.served_model import Answer
+from servers.model.protocol import Refused, mlflow_answer, mlflow_inputs, tf_serving_answer, tf_serving_inputs
+from servers.model.served_model import Answer
 
 SHAPE = (8, 8, 1)
 PNG = b"\x89PNG\r\n\x1a\nrest"
@@ -70,7 +70,7 @@ def test_answers_name_the_classes_and_say_each_error() -> None:
 
 
 def test_a_tensor_model_s_instances_and_inputs_of_numbers() -> None:
-    from tasks.serving.protocol import tensor_inputs
+    from servers.model.protocol import tensor_inputs
     rows = [[1, 2, 3], [4.5, 5, 6]]
     for document in ({"instances": rows}, {"instances": [{"x": rows[0]}, rows[1]]}, {"inputs": rows},
                      {"inputs": {"x": rows}}, {"signature_name": "serving_default", "instances": rows}):
@@ -93,15 +93,15 @@ def test_a_tensor_model_s_instances_and_inputs_of_numbers() -> None:
     ({"inputs": []}, 400, "non-empty list of instances"),
 ])
 def test_a_tensor_request_it_cannot_answer_is_one_line(document: object, status: int, said: str) -> None:
-    from tasks.serving.protocol import tensor_inputs
+    from servers.model.protocol import tensor_inputs
     with pytest.raises(Refused) as refused:
         tensor_inputs(document, 8, (3,))
     assert refused.value.status == status and said in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_a_tensor_model_s_answers_as_tensorflow_serving_and_mlflow_give_them() -> None:
-    from tasks.serving.protocol import mlflow_tensor_answer, mlflow_tensor_inputs, tensor_answer
-    from tasks.serving.served_model import TensorAnswer
+    from servers.model.protocol import mlflow_tensor_answer, mlflow_tensor_inputs, tensor_answer
+    from servers.model.served_model import TensorAnswer
     regressor = TensorAnswer({"predictions": np.array([[0.5, 1.0], [2.0, 3.0]])})
     assert tensor_answer(regressor, rows=True) == {"predictions": [[0.5, 1.0], [2.0, 3.0]]}
     assert tensor_answer(regressor, rows=False) == {"outputs": [[0.5, 1.0], [2.0, 3.0]]}

@@ -48,18 +48,25 @@ def module(path: Path) -> ModuleType:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_an_example_s_params_are_valid_and_its_run_line_sets_them(name: str) -> None:
-    """Valid once the data exists (validation looks for it): the data path is where the example's maker writes."""
+def test_an_example_s_params_are_valid_and_its_readme_runs_them(name: str) -> None:
+    """Valid once the data exists (validation looks for it): the data path is where the example's maker writes. Its
+    README runs its params.yaml: as `--set` overrides where it changes no data.* key, else copied over the
+    workspace's (the pipeline refuses data.* overrides: DVC versions the data by params.yaml)."""
     params = load_params({"data.dataset": "digits"}, path=EXAMPLES / name / "params.yaml")
     given = flat(yaml.safe_load((EXAMPLES / name / "params.yaml").read_text()))
-    run_line = run_line_settings(name)
-    left_out = {"train.backend", "train.np", "train.model_args", "train.task", "data.dataset"} - set(run_line)
-    assert {key: given[key] for key in run_line if key in given} == run_line
-    assert set(given) - set(run_line) <= left_out | {"data.dataset"}, set(given) - set(run_line)
-    dataset = given["data.dataset"]
-    if dataset != "digits":
+    readme = (EXAMPLES / name / "README.md").read_text()
+    ringflow = flat(yaml.safe_load((EXAMPLES.parent / "params.yaml").read_text()))
+    assert set(given) == set(ringflow)  # a whole params.yaml: DVC's stages read every data.* key of it
+    if given["data.dataset"] == "digits":
+        run_line = run_line_settings(name)
+        assert not [key for key in run_line if key.startswith("data.")]
+        assert {key: given[key] for key in run_line} == run_line
+        assert {key for key in given if given[key] != ringflow[key]} == set(run_line)
+    else:
+        assert f"cp examples/{name}/params.yaml params.yaml\nmake run\n" in readme
         maker = module(EXAMPLES / name / "make_data.py")
-        assert EXAMPLES.parent / dataset.split(":", 1)[1] == maker.DEFAULT
+        assert EXAMPLES.parent / given["data.dataset"].split(":", 1)[1] == maker.DEFAULT
+        assert f".venv/bin/python examples/{name}/make_data.py\n" in readme
     if ":" in params.train.model:  # a model file of the example's own, named from the workspace (the checkout)
         assert (EXAMPLES.parent / params.train.model.rsplit(":", 1)[0]).is_file()
 

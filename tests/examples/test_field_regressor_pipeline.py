@@ -23,7 +23,7 @@ NAME = "field-regressor"
 
 
 @pytest.fixture(scope="module")
-def field_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> Iterator[tuple[Path, str]]:
+def field_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> Iterator[tuple[Path, str, str]]:
     repo = copy_checkout(tmp_path_factory.mktemp("field-checkout"))
     module(repo / "examples" / NAME / "make_data.py").make_data(repo / "examples" / NAME / "data" / "field.npz", 2000)
     shutil.copy(repo / "examples" / NAME / "params.yaml", repo / "params.yaml")  # as its README runs it
@@ -31,12 +31,17 @@ def field_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> Ite
                quiet_env(PREFECT_API_URL=prefect_api))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_id,) = re.findall(r"^mlflow run id:\s+(\S+)$", done.stdout, re.M)
-    yield repo, run_id
+    yield repo, run_id, done.stdout + done.stderr
 
 
-def test_the_field_regressor_runs_logs_its_metrics_and_is_promoted_on_test_mae(field_run: tuple[Path, str]) -> None:
+def test_the_field_regressor_runs_logs_its_metrics_and_is_promoted_on_test_mae(
+        field_run: tuple[Path, str, str]) -> None:
     from mlflow.tracking import MlflowClient
-    repo, run_id = field_run
+
+    from trainer.protocol import weights_digests
+    repo, run_id, said = field_run
+    digests = [digest for _, digest in weights_digests(said)]
+    assert len(digests) == 2 and digests[0] == digests[1], said[-2000:]  # both ranks' weights equal
     client = MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
     mlflow_run = client.get_run(run_id)
     assert mlflow_run.info.status == "FINISHED"
@@ -53,8 +58,8 @@ def test_the_field_regressor_runs_logs_its_metrics_and_is_promoted_on_test_mae(f
 
 
 @pytest.fixture(scope="module")
-def served(field_run: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    repo, _ = field_run
+def served(field_run: tuple[Path, str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    repo, _, _ = field_run
     port, log = free_port(), tmp_path_factory.mktemp("field-serving") / "server.log"
     process = start(f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}", port, log, f"registry.model_name={NAME}")
     try:

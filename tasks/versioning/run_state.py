@@ -13,7 +13,7 @@ from tasks.paths import ROOT
 from tasks.user_code import code_digests
 from tasks.versioning.dvc import DataVersion
 
-CODE_PACKAGES = ("flows", "tasks", "trainer")  # what runs: their Python files, whether git tracks them or not
+CODE_PACKAGES = ("flows", "servers", "tasks", "trainer")  # what runs: their Python files, tracked by git or not
 DEPENDENCY_FILES = ("requirements.txt", "constraints.txt", "pyproject.toml", "scripts/setup.sh")
 
 

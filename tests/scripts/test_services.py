@@ -140,6 +140,9 @@ class Lines:
             with self._changed:
                 self.text += line
                 self._changed.notify_all()
+        self._process.wait()  # its output ended: a waiter learns at once that no line will come
+        with self._changed:
+            self._changed.notify_all()
 
     def wait_for(self, pattern: str, timeout: float = 600) -> None:
         with self._changed:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 from tasks.params import ParamsError
 from tasks.tracking.credentials import credentials_only_for_their_server, credentials_refusal, foreign_artifacts
+from tasks.tracking.mlflow_store import artifact_root
 from tasks.tracking.uris import shown
 
 COPIED_FROM = "ringflow.copied_from"  # on a copied run: the source run's id; on a model version: name/version
@@ -85,8 +86,9 @@ def target_experiment(target: Any, experiment: Any) -> str:
     found = target.get_experiment_by_name(experiment.name)
     if found is not None:
         check_location(target, f"experiment {experiment.name}", found.artifact_location)
-    return found.experiment_id if found is not None else target.create_experiment(experiment.name,
-                                                                                   tags=experiment.tags)
+        return found.experiment_id
+    return target.create_experiment(experiment.name, tags=experiment.tags,
+                                    artifact_location=artifact_root(target.tracking_uri, experiment.name))
 
 
 def copy_metrics(source: Any, target: Any, run: Any, new_id: str) -> None:

@@ -20,9 +20,12 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per download in the run's log
 
 
+SQLITE = "sqlite:///"
+
+
 def embedded_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
     """The store of one person's checkout: sqlite:///<repo>/mlruns/mlflow.db."""
-    return f"sqlite:///{mlruns_dir / 'mlflow.db'}"
+    return f"{SQLITE}{mlruns_dir / 'mlflow.db'}"
 
 
 def tracking_uri(mlruns_dir: Path = MLRUNS_DIR) -> str:
@@ -35,6 +38,16 @@ def use_tracking_uri(uri: str | None) -> None:
     MLFLOW_TRACKING_URI); unset, the environment's or the embedded store stays."""
     if uri:
         os.environ["MLFLOW_TRACKING_URI"] = uri
+
+
+def artifact_root(uri: str, experiment: str) -> str | None:
+    """Where a new experiment of the store at `uri` keeps its artifacts: a tracking server's own place (None), or
+    artifacts/<experiment> beside an SQLite store's file (MLflow's default, ./mlruns, is whatever folder the process
+    runs in), or under this checkout's mlruns/ for another database."""
+    if is_server(uri):
+        return None
+    folder = Path(uri.removeprefix(SQLITE)).parent if uri.startswith(SQLITE) else MLRUNS_DIR
+    return (folder / "artifacts" / experiment).as_uri()
 
 
 def client() -> Any:
@@ -58,8 +71,7 @@ def experiment_id(name: str) -> str:
         if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # made before ringflow said its kind
             mlflow_client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
         return found.experiment_id
-    location = None if is_server(tracking_uri()) else (MLRUNS_DIR / "artifacts" / name).as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=location,
+    return mlflow_client.create_experiment(name, artifact_location=artifact_root(tracking_uri(), name),
                                            tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
 
 

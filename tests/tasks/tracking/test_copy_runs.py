@@ -56,6 +56,8 @@ def test_a_store_is_copied_once_with_its_history_and_registry(tmp_path: Path) ->
     target = f"sqlite:///{tmp_path / 'target' / 'mlflow.db'}"
     first = copy_runs(source, target)
     assert (first.runs, first.versions, first.skipped_runs) == (2, 2, 0)
+    copied_models = sorted((tmp_path / "target" / "artifacts" / "ringflow").glob("*/artifacts/model/MLmodel"))
+    assert [path.read_text() for path in copied_models] in (["model 1\n", "model 2\n"], ["model 2\n", "model 1\n"])
     again = copy_runs(source, target)
     assert (again.runs, again.versions, again.skipped_runs, again.skipped_versions) == (0, 0, 2, 2)
     assert again.sentence() == "copied 0 runs and 0 model versions (2 runs and 2 versions were there already)"

@@ -25,6 +25,13 @@ def test_the_store_is_the_workspace_s_sqlite_unless_the_environment_names_one(
     assert mlflow_store.tracking_uri(tmp_path) == "http://tracking.example:5000"
 
 
+def test_a_new_experiment_keeps_its_artifacts_beside_its_sqlite_store_not_where_the_process_runs(
+        tmp_path: Path) -> None:
+    assert mlflow_store.artifact_root(f"sqlite:///{tmp_path / 'mlflow.db'}", "ringflow") == \
+        (tmp_path / "artifacts" / "ringflow").as_uri()
+    assert mlflow_store.artifact_root("http://tracking.example:5000", "ringflow") is None  # the server's own
+
+
 def test_a_run_holds_its_params_as_text_and_its_tags_and_comes_first_among_the_newest(experiment: str) -> None:
     first = mlflow_store.start_run(experiment, {"np": 2}, {"kind": "a"})
     second = mlflow_store.start_run(experiment, {"np": 4, "model": "small_cnn"}, {"kind": "b"})

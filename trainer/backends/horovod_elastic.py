@@ -64,9 +64,10 @@ def fit_elastic(state: Any, config: TrainerConfig, backend: loop.Backend, checkp
     follow_size(state.model, run)
     if rank == 0:
         print(elastic_start_line(size, state.epoch + 1), flush=True)
-    every_rank = [*horovod_fit.every_rank(run, rank, size, broadcast=False), RanksInLogs(size)]  # Horovod
+    val_records = horovod_fit.validation_share(run, rank, size)
+    every_rank = [*horovod_fit.every_rank(val_records, broadcast=False), RanksInLogs(size)]  # Horovod
     loop.fit_epochs(config, run, backend, state.model, checkpoints, state.epoch,
-                    horovod_fit.fit_inputs(config, run, rank, size), before=every_rank,
+                    horovod_fit.fit_inputs(config, run, rank, size, val_records), before=every_rank,
                     after=[CommitEveryEpoch(state)], hold_input=False)
     return state.history
 

@@ -25,18 +25,23 @@ def compiled_model(config: TrainerConfig, run: session.Plan) -> tf.keras.Model:
     return model
 
 
-def every_rank(run: session.Plan, rank: int, size: int, broadcast: bool = True) -> list:
-    """The callbacks every rank runs before rank 0's reports: the averaging over ranks, and first the broadcast of
-    rank 0's weights at the first batch (not in elastic mode, whose state sync does it)."""
-    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
+def every_rank(val_records: int, broadcast: bool = True) -> list:
+    """The callbacks every rank runs before rank 0's reports: the averaging over ranks (validation metrics weighted
+    by the rank's `val_records`), and first the broadcast of rank 0's weights at the first batch (not in elastic
+    mode, whose state sync does it)."""
     averaging = [MetricAverage(horovod_common.average_over_ranks, val_records)]  # Horovod: average metrics
     return [hvd.callbacks.BroadcastGlobalVariablesCallback(0), *averaging] if broadcast else averaging  # Horovod
 
 
-def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int) -> dict:
-    """model.fit's data arguments for this rank: its share of the training data, its part of the validation split."""
+def validation_share(run: session.Plan, rank: int, size: int) -> int:
+    """This rank's records of the validation split."""
+    return rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
+
+
+def fit_inputs(config: TrainerConfig, run: session.Plan, rank: int, size: int, val_records: int) -> dict:
+    """model.fit's data arguments for this rank: its share of the training data, its part of the validation split
+    (`val_records` records)."""
     batch_size = config.train.batch_size
-    val_records = rank_record_count(run.manifest, "validation", rank, size)  # Horovod: this rank's share
     return {"x": session.training_dataset(config, run, rank, size, batch_size, hvd.local_size()),  # Horovod
             "steps_per_epoch": run.steps_per_epoch,
             "validation_data": session.validation_dataset(config, run, batch_size, rank, size),  # Horovod: its part
@@ -54,8 +59,9 @@ class HorovodFit(horovod_common.Horovod):
                started: int) -> loop.History:
         rank, size = hvd.rank(), hvd.size()
         hvd_tf.broadcast_variables(model.variables, root_rank=0)  # Horovod: same start even with many steps per call
-        return loop.fit_epochs(config, run, self, model, checkpoints, started, fit_inputs(config, run, rank, size),
-                               before=every_rank(run, rank, size))
+        val_records = validation_share(run, rank, size)
+        return loop.fit_epochs(config, run, self, model, checkpoints, started,
+                               fit_inputs(config, run, rank, size, val_records), before=every_rank(val_records))
 
 
 def train(config: TrainerConfig) -> None:

@@ -4,6 +4,7 @@ step from this machine, the head node, and followed there."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -16,7 +17,7 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.slurm.commands import job_state
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
-from tests.helpers import BIN, make_workspace, run, workspace_env
+from tests.helpers import BIN, ROOT, make_workspace, run, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
 from tests.tasks.launch.test_cluster import wait_until
 from trainer.protocol import resumed_epochs, weights_digests
@@ -49,15 +50,20 @@ def assert_two_node_training(lines: list[str]) -> None:
     digests = [digest for _, digest in weights_digests(text)]
     assert len(digests) == 2 and digests[0] == digests[1]  # synchronous training kept both nodes' weights equal
 
-@pytest.mark.parametrize(("controller", "start"), [
-    ("mpi", 'srun --label --kill-on-bad-exit=1 --distribution=block --mpi="$mpi" '),
-    ("gloo", '--gloo -np 2 -H "$hosts" ')], ids=["mpi-srun", "gloo-horovodrun-in-the-allocation"])
+@pytest.mark.parametrize(("controller", "start", "model"), [
+    ("mpi", 'srun --label --kill-on-bad-exit=1 --distribution=block --mpi="$mpi" ', "cnn"),
+    ("gloo", '--gloo -np 2 -H "$hosts" ', "models/own_net.py:build")],
+    ids=["mpi-srun", "gloo-horovodrun-in-the-allocation-a-user-s-model"])
 def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tmp_path: Path, controller: str,
-                                                          start: str) -> None:
+                                                          start: str, model: str) -> None:
     """The whole pipeline with train.scheduler slurm, ranks on h1 and h2: the MLflow run FINISHED with every epoch
-    and tagged with the job id, the job COMPLETED in Slurm, both ranks' weights equal."""
+    and tagged with the job id, the job COMPLETED in Slurm, both ranks' weights equal. The Gloo job trains a model
+    of the user's own (examples/own-image-model's subclassed model with its own train_step, a file of the
+    workspace): the nodes built it from that file."""
     workspace = make_workspace(tmp_path / "workspace")
-    overrides = ["train.scheduler=slurm", "train.epochs=4", f"train.controller={controller}"]
+    (workspace / "models").mkdir()
+    shutil.copy(ROOT / "examples" / "own-image-model" / "model.py", workspace / "models" / "own_net.py")
+    overrides = ["train.scheduler=slurm", "train.epochs=4", f"train.controller={controller}", f"train.model={model}"]
     done = run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,
                workspace_env(workspace))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -70,6 +76,8 @@ def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tm
     client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlruns' / 'mlflow.db'}")
     mlflow_run = client.get_run(run_id)
     assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["slurm.job_id"] == job_id
+    assert mlflow_run.data.params["train.model"] == model
+    assert ":" not in model or mlflow_run.data.params["model.source"].startswith(f"{model}@")  # the file's hash
     assert len(client.get_metric_history(run_id, "loss")) == 4
     log = (job_files / f"slurm-{job_id}.out").read_text()
     assert (job_files / f"slurm-{job_id}.out").stat().st_mode & 0o777 == 0o600  # the ranks' lines: the user's only

@@ -11,9 +11,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from tests.helpers import copy_checkout, free_port, quiet_env, run, workspace_env
+from tests.helpers import commit_all, copy_checkout, free_port, quiet_env, run, workspace_env
 
 RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
 READY_LINE = "stop: Ctrl-C here, or make services-down"
@@ -89,10 +89,15 @@ def services_home() -> Path:
     return home
 
 
-def started_services(checkout: Path, *, sigint_ignored: bool = False, **settings: str) -> Iterator[Services]:
-    """scripts/services.sh up in a copy of the checkout made in `checkout`, on free ports (with SIGINT ignored, when
-    told); afterwards down and its data removed."""
+def started_services(checkout: Path, *, sigint_ignored: bool = False, prepare: Callable[[Path], None] | None = None,
+                     **settings: str) -> Iterator[Services]:
+    """scripts/services.sh up in a copy of the checkout made in `checkout` (changed by `prepare` and committed, so
+    the deployments are of that commit), on free ports (with SIGINT ignored, when told); afterwards down and its
+    data removed."""
     repo = copy_checkout(checkout)
+    if prepare:
+        prepare(repo)
+        commit_all(repo, "prepared")
     repo.chmod(0o755)  # the worker's user reads the code it runs (pytest's folders on the way stay closed)
     home = services_home()
     env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(free_port()),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 import requests
+import yaml
 
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, run
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on a host
 TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
 H1 = hosts_of(TEST_CLUSTER)[0]
+OWN_MODEL = "examples/own-image-model/model.py:build"
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +38,18 @@ def cluster() -> Iterator[list[str]]:
     yield from cluster_up(cluster=TEST_CLUSTER)
 
 
+def with_own_model(repo: Path) -> None:
+    """The team's params.yaml trains a model of its own (examples/own-image-model's subclassed model with its own
+    train_step), committed before the deployments are made."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["train"].update(model=OWN_MODEL, model_args={"filters": 4, "units": 16})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
 @pytest.fixture(scope="module")
 def services(cluster: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    yield from started_services(tmp_path_factory.mktemp("team-checkout"), SERVICES_HOST=head_address(cluster))
+    yield from started_services(tmp_path_factory.mktemp("team-checkout"), prepare=with_own_model,
+                                SERVICES_HOST=head_address(cluster))
 
 
 def passwords(services: Services) -> list[str]:
@@ -113,7 +124,8 @@ def test_a_remote_pool_template_changed_through_the_api_runs_nothing_on_the_host
 
 def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services,
                                                                           remote_worker: Path) -> None:
-    """After the refused run too (the test above): the worker goes on."""
+    """After the refused run too (the test above): the worker goes on. The commit's params.yaml names a model of the
+    team's own: the ranks on the host built it from the file the worker pulled."""
     env = dict(services.env, **services.client)
     done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
                 "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
@@ -124,5 +136,7 @@ def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(servi
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True).stdout
     assert (found["info"]["status"], tags["ringflow.host"]) == ("FINISHED", H1)
     assert tags["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on the host
+    params = {param["key"]: param["value"] for param in found["data"]["params"]}
+    assert params["train.model"] == OWN_MODEL and params["model.source"].startswith(f"{OWN_MODEL}@")
     served = list(Path(services.home / "mlflow-artifacts").glob("*/*/artifacts/savedmodel/saved_model.pb"))
     assert len(served) == 1  # through the head's server: the host wrote nothing into the head's store itself

@@ -73,7 +73,7 @@ def served(field_run: tuple[Path, str, str], tmp_path_factory: pytest.TempPathFa
 def test_the_served_field_regressor_answers_the_field_s_values(served: str) -> None:
     """Both endpoints give the same numbers, as far from the field on average as the run's test_mae allows (one
     point's error is the training's luck: a point where the field peaks missed by 0.26 on CI's machine)."""
-    points = np.random.default_rng(7).uniform([-0.9, 0.1], [0.9, 0.9], (32, 2))
+    points = np.random.default_rng(7).uniform([-0.9, 0.1], [0.9, 0.9], (16, 2))  # the server's max_instances
     field = module(EXAMPLES / NAME / "make_data.py").field(points)
     status, answer, _ = call(f"{served}/v1/models/{NAME}:predict", {"instances": points.tolist()})
     assert status == 200, answer
@@ -82,3 +82,26 @@ def test_the_served_field_regressor_answers_the_field_s_values(served: str) -> N
     status, answer, _ = call(f"{served}/invocations", {"inputs": points.tolist()})
     assert status == 200, answer
     np.testing.assert_allclose(np.array(answer["predictions"]).reshape(-1), predicted, atol=1e-5)
+
+
+def test_an_unchanged_run_is_skipped_and_a_changed_model_file_trains_again(field_run: tuple[Path, str, str],
+                                                                          prefect_api: str) -> None:
+    """The same pipeline again with --skip-unchanged trains nothing; a comment added to the model file is a change of
+    code (its digest is part of the run's state): the same command trains a new run, saying why."""
+    from mlflow.tracking import MlflowClient
+    repo, run_id, _ = field_run
+    command = [PYTHON, "-m", "flows.pipeline", "--skip-unchanged", "--set", "train.epochs=12"]
+    unchanged = run(command, repo, quiet_env(PREFECT_API_URL=prefect_api))
+    assert unchanged.returncode == 0, unchanged.stdout[-3000:] + unchanged.stderr[-3000:]
+    assert f"training skipped: nothing changed since mlflow run {run_id}" in unchanged.stdout
+    assert not re.findall(r"^mlflow run id:", unchanged.stdout, re.M)
+    with open(repo / "examples" / NAME / "model.py", "a") as model_file:
+        model_file.write("# tried a comment\n")
+    changed = run(command, repo, quiet_env(PREFECT_API_URL=prefect_api))
+    said = changed.stdout + changed.stderr
+    assert changed.returncode == 0, said[-3000:]
+    assert "changed since the last finished run: code" in said.lower()
+    (new_run_id,) = re.findall(r"^mlflow run id:\s+(\S+)$", changed.stdout, re.M)
+    client = MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlruns' / 'mlflow.db'}")
+    assert new_run_id != run_id and client.get_run(new_run_id).info.status == "FINISHED"
+    assert client.get_run(new_run_id).data.params["model.source"] != client.get_run(run_id).data.params["model.source"]

@@ -39,7 +39,7 @@ def quiet_env(**extra: str) -> dict[str, str]:
 RUN_RECORDS = ("dvc.lock",)  # what a user's runs rewrite in the working tree: tests take them as committed
 CODE_LINKS = ("flows", "servers", "tasks", "trainer", "scripts", ".venv")  # a workspace's links to this checkout's code
 WORKSPACE_FILES = ("params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore",
-                   "data/.gitignore")
+                   "data/.gitignore", "models/README.md")  # models/: the workspace's own model files
 
 
 def committed(name: str, source: Path = ROOT) -> bytes:

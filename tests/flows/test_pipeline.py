@@ -127,6 +127,9 @@ def test_dvc_repro_runs_the_same_steps_without_prefect(tmp_path: Path) -> None:
     assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     again = run([str(BIN / "dvc"), "status"], repo, quiet_env())
     assert "Data and pipelines are up to date." in again.stdout, again.stdout
+    (repo / "models" / "my_net.py").write_text("def build(input_shape, outputs):\n    pass\n")  # a model file
+    changed = run([str(BIN / "dvc"), "status", "train"], repo, quiet_env())
+    assert re.search(r"modified:\s+models$", changed.stdout, re.M), changed.stdout  # dvc repro would train it
 
 
 def test_restore_by_run_id_brings_back_that_runs_data(pipeline_run: PipelineRun) -> None:

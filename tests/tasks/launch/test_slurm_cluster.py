@@ -61,7 +61,6 @@ def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tm
     of the user's own (examples/own-image-model's subclassed model with its own train_step, a file of the
     workspace): the nodes built it from that file."""
     workspace = make_workspace(tmp_path / "workspace")
-    (workspace / "models").mkdir()
     shutil.copy(ROOT / "examples" / "own-image-model" / "model.py", workspace / "models" / "own_net.py")
     overrides = ["train.scheduler=slurm", "train.epochs=4", f"train.controller={controller}", f"train.model={model}"]
     done = run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,

@@ -64,8 +64,9 @@ class SchedulerSpec:
     allocates: bool
 
 
-SCHEDULERS = {"none": SchedulerSpec("none", allocates=False), "slurm": SchedulerSpec("slurm", allocates=True)}
+SCHEDULERS: dict[SchedulerChoice, SchedulerSpec] = {"none": SchedulerSpec("none", allocates=False),
+                                                    "slurm": SchedulerSpec("slurm", allocates=True)}
 
 
-def scheduler_spec(name: str) -> SchedulerSpec:
+def scheduler_spec(name: SchedulerChoice) -> SchedulerSpec:
     return SCHEDULERS[name]

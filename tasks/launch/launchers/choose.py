@@ -7,6 +7,7 @@ from tasks.launch.launchers import cluster, horovodrun, process, slurm
 from tasks.launch.launchers.base import Launcher, Scheduler
 from tasks.params import Params
 from trainer.backend_specs import LauncherName, backend_spec
+from trainer.choices import SchedulerChoice
 
 # by the names backend specs give their launchers
 LAUNCHERS: dict[LauncherName, Launcher] = {"horovodrun": horovodrun.LAUNCHER, "cluster": cluster.LAUNCHER,
@@ -18,13 +19,14 @@ def backend_launcher(backend: str) -> Launcher:
     return LAUNCHERS[backend_spec(backend).launcher]
 
 
-# by train.scheduler: the schedulers that run the job as their batch job (none: ringflow starts it on its hosts)
-BATCH_SCHEDULERS: dict[str, Scheduler] = {"slurm": slurm.SlurmScheduler(backend_launcher)}
+# the batch jobs of the schedulers that allocate (trainer/choices.py's SCHEDULERS says which), by train.scheduler;
+# none: ringflow starts the job on the hosts it names
+SCHEDULER_JOBS: dict[SchedulerChoice, Scheduler] = {"slurm": slurm.SlurmScheduler(backend_launcher)}
 
 
 def scheduler_for(params: Params) -> Scheduler | None:
     """The scheduler that runs this job as its own; None: ringflow starts it on the hosts it names."""
-    return BATCH_SCHEDULERS.get(params.train.scheduler)
+    return SCHEDULER_JOBS.get(params.train.scheduler)
 
 
 def launcher_for(params: Params) -> Launcher:

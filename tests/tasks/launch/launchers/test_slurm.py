@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tasks.launch.launchers.choose import BATCH_SCHEDULERS, launcher_for
+from tasks.launch.launchers.choose import SCHEDULER_JOBS, launcher_for
 from tasks.launch.launchers.slurm import job_dir
 from tasks.params import load_params
 
-LAUNCHER = BATCH_SCHEDULERS["slurm"].launcher
+LAUNCHER = SCHEDULER_JOBS["slurm"].launcher
 PARAMS = load_params({"train.scheduler": "slurm", "slurm.nodes": 2, "slurm.tasks_per_node": 2,
                       "slurm.pending_timeout_minutes": 5, "slurm.sbatch_args": ["--constraint=a100"]})
 

@@ -2,7 +2,9 @@
 fixtures are made once, not once per worker), and every module that uses a test cluster (its network namespaces and
 its hosts' names; cluster h's Slurm: one per machine) is in that cluster's group, run one module after another: h's
 (the default) and g's (`TEST_CLUSTER = "g"` in the module) run side by side. The longest groups are handed out
-first, so the last to end is a short one.
+first, so the last to end is a short one. Modules that share a session fixture too costly to make twice (the
+session's pipeline run) name one group (`TEST_GROUP = "..."` in the module): each worker makes its own session
+fixtures, so they run on one worker and it is made once.
 
 (xdist's own `--dist loadgroup` marks a group in the test's node id, which pytest 9 no longer lets a plugin change:
 the groups are made here, from the node ids, by a scheduler of xdist's `loadscope` kind.)"""
@@ -19,14 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_GROUP = "the test cluster "  # and the cluster's letter
 USES_A_TEST_CLUSTER = "from tests.tasks.launch.cluster_hosts import"
 ON_CLUSTER = re.compile(r'^TEST_CLUSTER = "([a-z])"', re.MULTILINE)
+IN_GROUP = re.compile(r'^TEST_GROUP = "([^"]+)"', re.MULTILINE)
 
 
 @cache
 def group_of_module(module: str) -> str:
-    """A module's group: its test cluster's when it uses one, else its own path."""
+    """A module's group: its test cluster's when it uses one, else the group it names, else its own path."""
     source = (ROOT / module).read_text() if (ROOT / module).is_file() else ""
     if USES_A_TEST_CLUSTER not in source:
-        return module
+        return found.group(1) if (found := IN_GROUP.search(source)) else module
     return CLUSTER_GROUP + (found.group(1) if (found := ON_CLUSTER.search(source)) else "h")
 
 

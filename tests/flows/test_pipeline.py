@@ -18,6 +18,7 @@ from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
 from tests.pipeline_run import PipelineRun
 
 pytestmark = pytest.mark.slow  # the whole pipeline: Prefect server, Horovod, DVC
+TEST_GROUP = "the session's pipeline run"  # tests/pipeline_run.py: made once, on one worker (tests/parallel.py)
 
 EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy", "images_per_sec")
 

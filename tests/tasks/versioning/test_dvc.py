@@ -12,6 +12,7 @@ from tests.helpers import BIN, PYTHON, copy_checkout, quiet_env, run
 from tests.pipeline_run import PipelineRun, dir_hashes, recorded_folders
 
 pytestmark = pytest.mark.slow  # real DVC commands
+TEST_GROUP = "the session's pipeline run"  # tests/pipeline_run.py: made once, on one worker (tests/parallel.py)
 
 
 def file_hashes(folder: Path) -> dict[str, str]:

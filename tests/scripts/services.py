@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -12,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import yaml
 
 from tests.helpers import commit_all, copy_checkout, free_port, quiet_env, run, workspace_env
 
@@ -87,6 +90,21 @@ def services_home() -> Path:
     home = Path(tempfile.mkdtemp(prefix="ringflow-services-", dir="/tmp"))
     home.chmod(0o711)
     return home
+
+
+OWN_MODEL = "examples/own-image-model/model.py:build"  # a subclassed Keras model with its own train_step
+
+
+def with_own_model(repo: Path, model: str = OWN_MODEL) -> None:
+    """The copy's params.yaml trains a model of the team's own: `model`, examples/own-image-model's model (copied to
+    the file `model` names when that is another)."""
+    path = repo / model.split(":")[0]
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(repo / OWN_MODEL.split(":")[0], path)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["train"].update(model=model, model_args={"filters": 4, "units": 16})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def started_services(checkout: Path, *, sigint_ignored: bool = False, prepare: Callable[[Path], None] | None = None,

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 import requests
-import yaml
 
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, run
-from tests.scripts.services import Services, started_services
+from tests.scripts.services import OWN_MODEL, Services, started_services, with_own_model
 from tests.scripts.test_serve import prefect_client, template_changed
 from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, on_host
 
@@ -30,20 +29,11 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow  # the test cluster, PostgreSQL, two servers, workers, a whole pipeline on a host
 TEST_CLUSTER = "g"  # beside cluster h's modules (tests/parallel.py)
 H1 = hosts_of(TEST_CLUSTER)[0]
-OWN_MODEL = "examples/own-image-model/model.py:build"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[str]]:
     yield from cluster_up(cluster=TEST_CLUSTER)
-
-
-def with_own_model(repo: Path) -> None:
-    """The team's params.yaml trains a model of its own (examples/own-image-model's subclassed model with its own
-    train_step), committed before the deployments are made."""
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["train"].update(model=OWN_MODEL, model_args={"filters": 4, "units": 16})
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 @pytest.fixture(scope="module")

@@ -22,18 +22,25 @@ import pytest
 
 from tasks.tracking.registry_signature import KEY_ID_TAG, key_id
 from tests.helpers import copy_checkout, free_port, quiet_env
-from tests.scripts.services import Services, services_home, started_services
+from tests.scripts.services import Services, services_home, started_services, with_own_model
 from tests.scripts.test_serve import TEMPLATE_REFUSED, template_changed_then_restored
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, a deployment run
 
 WORKER = "ringflow-worker"
+TEAM_MODEL = "models/team_net.py:build"
 
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     # the worker asks for work every second: the deployment run starts as soon as it is created
-    yield from started_services(tmp_path_factory.mktemp("worker-checkout"), PREFECT_WORKER_QUERY_SECONDS="1")
+    # and the checkout's params.yaml names a model file of the team's own, in models/
+    yield from started_services(tmp_path_factory.mktemp("worker-checkout"), prepare=team_model,
+                                PREFECT_WORKER_QUERY_SECONDS="1")
+
+
+def team_model(repo: Path) -> None:
+    with_own_model(repo, TEAM_MODEL)
 
 
 def worker_pid(services: Services) -> int:
@@ -102,6 +109,7 @@ def ran_in_the_worker_s_workspace(services: Services) -> None:
     params = {param["key"]: param["value"] for param in found["data"]["params"]}
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True)
     assert params["git_commit"] == head.stdout.strip()  # the checkout's code, read by git as the worker's user
+    assert params["model.source"].startswith(f"{TEAM_MODEL}@")  # the team's model file reached the ranks
     key = services.home / "worker" / "registry.key"  # the worker signs with its own key, not one root's env named
     assert pwd.getpwuid(key.stat().st_uid).pw_name == WORKER and stat.S_IMODE(key.stat().st_mode) == 0o600
     run_id = found["info"]["run_id"]

@@ -3,18 +3,17 @@
 S1: the same Horovod training, np=2 with one rank on each of h1 and h2, started through Slurm (a batch job: srun
     over PMIx with MPI, horovodrun in the allocation with Gloo) vs through ssh (horovodrun -H h1:1,h2:1), steady
     images/sec: what the scheduler's way of starting ranks costs once they run (it should cost nothing).
-S2: wall time from the train step's start to its first epoch line, for both, its preflight included (Slurm asked
-    with sinfo and sbatch --test-only, or the hosts probed over ssh): the submission, the scheduling and the start
-    of the job's steps vs horovodrun's ssh starts.
+S2: wall time from the training run's start to its first epoch line, for both, its preflight included (Slurm asked
+    with sinfo and sbatch --test-only, or the hosts probed over ssh), the opening of its MLflow run left out: the
+    submission, the scheduling and the start of the job's steps vs horovodrun's ssh starts.
+Each training is a real ringflow run: the step driver's preflight, open-run and train (tasks/steps.py's TRAINING_RUN)
+in a workspace of the benchmark's own, its steady images/sec as its MLflow run records it (benchmarks/driver_runs.py).
 
 Usage: .venv/bin/python -m benchmarks.slurm [--images 19600] [--epochs 3] [--repeats 2]
 """
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +24,17 @@ WAYS = {"slurm": {"scheduler": "slurm"}, "ssh": {"hosts": "h1:1,h2:1"}}
 
 
 def timed_training(data: Path, work: Path, way: str, controller: str, args: argparse.Namespace) -> tuple[float, float]:
-    """(steady images/sec, seconds from the train step's start to its first epoch line) of one training."""
-    from tasks.launch.job import train
-    from tasks.params import Params, SlurmParams, TrainParams
-    from tasks.tracking.run_log import steady_images_per_sec
-    params = Params(train=TrainParams(np=2, epochs=args.epochs, warmup_epochs=0, tensorboard=False,
-                                      batch_size=args.batch_size, controller=controller, **WAYS[way]),
-                    slurm=SlurmParams(nodes=2, tasks_per_node=1))
-    shutil.rmtree(work / "checkpoints", ignore_errors=True)  # every measurement trains from scratch
-    first_epoch: list[float] = []
-    started = time.monotonic()
-
-    def on_line(line: str) -> None:
-        if not first_epoch and re.search(r"<stdout>:epoch 1: ", line):
-            first_epoch.append(time.monotonic() - started)
-    result = train(params, data, work / f"{way}-{controller}", work / "checkpoints", None, on_line)
-    return steady_images_per_sec(result.summary), first_epoch[0]
+    """(steady images/sec, seconds from the run's preflight to its first epoch line) of one training run."""
+    from benchmarks.driver_runs import training_run, workspace_for
+    root, version = workspace_for(data, work)
+    overrides = {"train.np": 2, "train.epochs": args.epochs, "train.warmup_epochs": 0, "train.tensorboard": False,
+                 "train.batch_size": args.batch_size, "train.controller": controller,
+                 **{f"train.{key}": value for key, value in WAYS[way].items()}, "slurm.nodes": 2,
+                 "slurm.tasks_per_node": 1}
+    run = training_run(root, version, overrides)
+    if run["first_epoch_seconds"] is None:
+        raise RuntimeError(f"run {run['run_id']} ({way}, {controller}): no epoch 1 line")
+    return float(run["images_per_sec"]), float(run["first_epoch_seconds"])
 
 
 def measure(data: Path, work: Path, args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:

@@ -8,7 +8,10 @@ P2: np=2 vs np=1, one intra-op thread per rank: scaling efficiency = ips(2) / (2
     printed: the same at Horovod's default cycle (1 ms) and at ringflow's default batch (32), where two ranks on
     two cores are bound by the gradient allreduce. And the machine's own ceiling: independent single-thread
     trainings with no communication at all (two plain processes at once vs one alone, timed over the same window).
-Images/sec are the steady epochs' (all but the first).
+Images/sec are the steady epochs' (all but the first). ringflow's are real ringflow runs: the step driver's
+preflight, open-run and train (tasks/steps.py's TRAINING_RUN) in a workspace of the benchmark's own, the data
+prepared and versioned there by the driver's steps, each run's steady images/sec as its MLflow run records it
+(benchmarks/driver_runs.py). This checkout's data, runs and outputs are left as they are.
 
 Usage: .venv/bin/python -m benchmarks.training [--images 40000] [--epochs 3] [--scaling-batch-size 512]
 """
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,14 +34,13 @@ from benchmarks.data_pipeline import generated_images  # noqa: E402
 
 
 def ringflow_rate(data_dir: Path, work: Path, epochs: int, np_: int, **train: object) -> float:
-    """Steady images/sec of a real ringflow training (horovodrun, TFRecords, callbacks)."""
-    from tasks.launch.job import train as run_training
-    from tasks.params import Params, TrainParams
-    from tasks.tracking.run_log import steady_images_per_sec
-    params = Params(train=TrainParams(np=np_, epochs=epochs, warmup_epochs=0, tensorboard=False, **train))
-    shutil.rmtree(work / "checkpoints", ignore_errors=True)  # every measurement trains from scratch
-    result = run_training(params, data_dir, work / f"np{np_}", work / "checkpoints", None, lambda line: None)
-    return steady_images_per_sec(result.summary)
+    """Steady images/sec of a real ringflow run (the driver's steps: horovodrun, TFRecords, callbacks, MLflow) on
+    the prepared data `data_dir` (a workspace's, else copied into one under `work`), trained from scratch."""
+    from benchmarks.driver_runs import training_run, workspace_for
+    root, version = workspace_for(data_dir, work)
+    overrides = {"train.np": np_, "train.epochs": epochs, "train.warmup_epochs": 0, "train.tensorboard": False,
+                 **{f"train.{key}": value for key, value in train.items()}}
+    return float(training_run(root, version, overrides)["images_per_sec"])
 
 
 def plain_keras_rate(images: np.ndarray, labels: np.ndarray, epochs: int, batch_size: int) -> float:
@@ -105,6 +106,19 @@ def scaling_rates(data_dir: Path, work: Path, epochs: int, batch_size: int,
     return one, two
 
 
+def generated_workspace(work: Path, count: int) -> tuple[np.ndarray, np.ndarray, Path]:
+    """`count` generated images (also as work/data.npz) and the prepared data of a workspace under `work` whose
+    params.yaml names them, prepared and versioned there by the driver's steps: (images, labels, prepared dir)."""
+    from benchmarks.driver_runs import workspace, workspace_for
+    from tasks.paths import Workspace
+    images, labels = generated_images(count)
+    np.savez(work / "data.npz", x=images, y=labels)
+    data = {"dataset": f"npz:{work / 'data.npz'}", "val_fraction": 0.01, "test_fraction": 0.01}
+    prepared = Workspace(workspace(work / "workspace", data)).prepared_dir
+    workspace_for(prepared, work)
+    return images, labels, prepared
+
+
 def print_scaling(label: str, rates: tuple[float, float]) -> None:
     one, two = rates
     print(f"   {label}: np=1 {one:8,.0f} img/s   np=2 {two:8,.0f} img/s   efficiency {two / (2 * one):.2f}")
@@ -122,15 +136,9 @@ def main() -> None:
         path, batch, start_at, seconds = args.solo
         print(solo_rate(Path(path), int(batch), float(start_at), float(seconds)))
         return
-    from tasks.data.prepare import prepare
-    from tasks.params import DataParams
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        images, labels = generated_images(args.images)
-        np.savez(work / "data.npz", x=images, y=labels)
-        data = work / "prepared"
-        prepare(DataParams(dataset=f"npz:{work / 'data.npz'}", val_fraction=0.01, test_fraction=0.01), data,
-                progress=False)
+        images, labels, data = generated_workspace(work, args.images)
         train_images = int(args.images * 0.98)
         ours = ringflow_rate(data, work, args.epochs, 1, batch_size=args.batch_size)
         plain = plain_keras_rate(images[:train_images], labels[:train_images], args.epochs, args.batch_size)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.command import SSH_FAILED
-from tasks.launch.slurm.states import end_message, parse_ended
+from tasks.launch.slurm.states import end_message, parse_ended, parse_requeued
 from trainer.protocol import HEARTBEAT_END_LINE, is_heartbeat_text, parse_placed, placed_pid
 
 MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:")  # mpirun's --tag-output: [job,rank]
@@ -39,7 +39,11 @@ PORT_TAKEN = re.compile(r"Could not start gRPC server|Address already in use")
 # srun's account of a task that ended badly (`srun: error: h2: task 1: Exited with exit code 3`, `... task 0: Killed`)
 SRUN_TASK = re.compile(r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<ranks>[\d,-]+): (?P<what>.+)$")
 SRUN_EXIT = re.compile(r"Exited with exit code (?P<code>\d+)")
-SRUN_SIGNALLED = {"Killed": 128 + signal.SIGKILL, "Terminated": 128 + signal.SIGTERM}
+# srun's words for a task a signal ended, as 128 + the signal (a rank's own exit code would be)
+SRUN_SIGNALLED = {"Killed": 128 + signal.SIGKILL, "Terminated": 128 + signal.SIGTERM,
+                  "Segmentation fault": 128 + signal.SIGSEGV, "Aborted": 128 + signal.SIGABRT,
+                  "Bus error": 128 + signal.SIGBUS, "Floating point exception": 128 + signal.SIGFPE,
+                  "Illegal instruction": 128 + signal.SIGILL}
 TERMINATED_BY_LAUNCHER = {128 + signal.SIGTERM, -signal.SIGTERM}
 
 
@@ -195,6 +199,8 @@ class RankOutput:
             for rank in _ranks(task["ranks"]):
                 self.hosts[rank] = task["host"]
                 self.exited(rank, number)
+        elif parse_requeued(line):  # a new attempt: what the ranks of the one Slurm ended said is over
+            self.codes.clear()
         elif ended := parse_ended(line):
             self.scheduler_end = ended
 

@@ -28,7 +28,14 @@ from tasks.launch.slurm.commands import (
     live_jobs,
     submit,
 )
-from tasks.launch.slurm.states import NEVER_STARTED, PENDING_TIMEOUT_EXIT, JobState, ended_line, submitted_line
+from tasks.launch.slurm.states import (
+    NEVER_STARTED,
+    PENDING_TIMEOUT_EXIT,
+    JobState,
+    ended_line,
+    requeued_line,
+    submitted_line,
+)
 from trainer.protocol import HEARTBEAT_LINE
 
 SRUN_LABEL = re.compile(r"^\s*(?P<rank>\d+): ")  # srun --label
@@ -83,7 +90,7 @@ def state_change(job_id: str, before: JobState | None, now: JobState) -> str | N
     if before is not None and (before.state, before.restarts) == (now.state, now.restarts):
         return None
     if before is not None and now.restarts > before.restarts:
-        return f"slurm: job {job_id} requeued (restart {now.restarts}): it resumes from its last checkpoint"
+        return requeued_line(job_id, now.restarts)
     where = f" on {now.nodes}" if now.state == "RUNNING" else f" ({now.reason})" if now.reason not in ("", "None") \
         else ""
     return f"slurm: job {job_id} {now.state}{where}"

@@ -18,6 +18,7 @@ WHY = {"TIMEOUT": "it reached its time limit (slurm.time_limit)", "PREEMPTED": "
 PENDING_TIMEOUT_EXIT = 3  # the follower's exit when the job never started within slurm.pending_timeout_minutes
 
 _SUBMITTED = re.compile(r"^slurm: submitted batch job (?P<id>\d+)")
+_REQUEUED = re.compile(r"^slurm: job (?P<id>\d+) requeued \(restart (?P<restart>\d+)\)")
 _ENDED = re.compile(r"^slurm: job (?P<id>\d+) ended (?P<state>[A-Z_]+) \(exit (?P<exit>\d+:\d+)\): (?P<why>.*)$")
 # Slurm prints a job's JobState with its Reason right after it, once, after the job's name and before every other text
 # a user gives (command, working directory, comment, output paths); a name or a comment may hold `JobState=` too
@@ -64,6 +65,15 @@ def submitted_line(job_id: str) -> str:
 def parse_submitted(line: str) -> str | None:
     found = _SUBMITTED.match(line)
     return found["id"] if found else None
+
+
+def requeued_line(job_id: str, restarts: int) -> str:
+    """The follower's line when Slurm has requeued the job: its ranks start again, in a new attempt."""
+    return f"slurm: job {job_id} requeued (restart {restarts}): it resumes from its last checkpoint"
+
+
+def parse_requeued(line: str) -> bool:
+    return _REQUEUED.match(line) is not None
 
 
 def ended_line(job_id: str, job: JobState, why: str | None = None) -> str:

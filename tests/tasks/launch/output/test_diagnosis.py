@@ -193,3 +193,14 @@ def test_a_tagged_line_gives_back_what_the_rank_printed() -> None:
     assert untagged(tagged("3", "rank 3 of 4 on h2")) == "rank 3 of 4 on h2"
     assert untagged("[1]<stderr>:ValueError: x") == "ValueError: x" and untagged("slurm: job 9 ended") == \
         "slurm: job 9 ended"
+
+
+def test_a_requeued_job_is_explained_by_its_last_attempt_and_a_crash_is_named_by_its_signal() -> None:
+    """The first attempt's tasks, ended by Slurm's requeue, are not the failure of the second, in which rank 0
+    crashed and srun killed rank 1 because of it."""
+    lines = ["srun: error: h1: task 0: Exited with exit code 143", "srun: error: h2: task 1: Killed",
+             "slurm: job 12 requeued (restart 1): it resumes from its last checkpoint",
+             "srun: error: h1: task 0: Segmentation fault", "srun: error: h2: task 1: Killed",
+             "slurm: job 12 ended FAILED (exit 1:0): a rank failed"]
+    said, _ = explain(lines)
+    assert said.startswith("rank 0 on h1 ") and "SIGSEGV" in said, said

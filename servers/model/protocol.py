@@ -96,6 +96,22 @@ def unnamed(value: Any, where: str) -> Any:
     return value
 
 
+def finite(values: np.ndarray, where: str) -> np.ndarray:
+    """float32 values, refused when one is NaN or infinite (JSON's NaN and Infinity, or beyond float32's range)."""
+    if not np.isfinite(values).all():
+        raise Refused(400, f"{where}: every value must be a finite number (NaN, Infinity or one beyond float32 given)")
+    return values
+
+
+def json_numbers(values: np.ndarray) -> list[Any]:
+    """An output's values as JSON numbers: a NaN or an infinity a model gave, as null (JSON has none of them)."""
+    if values.dtype.kind != "f" or np.isfinite(values).all():
+        return values.tolist()
+    kept = values.astype(object)
+    kept[~np.isfinite(values)] = None
+    return kept.tolist()
+
+
 def tensor_features(items: Any, feature_shape: tuple[int, ...], where: str) -> np.ndarray:
     """float32 features [N, *feature_shape] of instances given as nested lists of numbers (or flattened rows)."""
     try:
@@ -112,7 +128,8 @@ def tensor_features(items: Any, feature_shape: tuple[int, ...], where: str) -> n
     if numbers.ndim < 1 or numbers.shape[1:] != feature_shape:
         raise Refused(400, f"{where}: instances of shape {list(numbers.shape[1:])}; the model takes "
                            f"{list(feature_shape)} (float32 {TENSOR_INPUT!r})")
-    return numbers.astype(np.float32)
+    with np.errstate(over="ignore"):  # a number beyond float32 becomes an infinity, refused just below
+        return finite(numbers.astype(np.float32), where)
 
 
 def tensor_inputs(document: Any, max_instances: int, feature_shape: tuple[int, ...]) -> Inputs:
@@ -136,7 +153,7 @@ def tensor_inputs(document: Any, max_instances: int, feature_shape: tuple[int, .
 def tensor_answer(answer: TensorAnswer, rows: bool) -> dict[str, Any]:
     """TensorFlow Serving's predict response of a tensor model: one named output (a regressor's "predictions"):
     its values, per instance (`predictions`) or whole (`outputs`); several: an object per instance, or per output."""
-    outputs = {name: values.tolist() for name, values in answer.outputs.items()}
+    outputs = {name: json_numbers(values) for name, values in answer.outputs.items()}
     if len(outputs) == 1:
         (values,) = outputs.values()
         return {"predictions": values} if rows else {"outputs": values}
@@ -163,7 +180,7 @@ def mlflow_tensor_answer(answer: TensorAnswer, class_names: list[str]) -> dict[s
     """MLflow's scoring response of a tensor model: a regressor's predictions [N, k]; a classifier's rows as an
     image classifier's (class, score, probabilities, error)."""
     if "probabilities" not in answer.outputs:
-        return {"predictions": answer.outputs["predictions"].tolist()}
+        return {"predictions": json_numbers(answer.outputs["predictions"])}
     scores = answer.outputs["probabilities"]
     columns = answer_columns(scores, [""] * len(scores), class_names)
     return {"predictions": [dict(zip(columns, values)) for values in zip(*columns.values())]}
@@ -180,13 +197,13 @@ def float_images(items: Any, image_shape: tuple[int, ...], where: str) -> np.nda
     if images.shape[1:] != image_shape:
         raise Refused(400, f"{where}: float images of shape {list(images.shape[1:])}; the model takes "
                            f"{list(image_shape)} (height, width, channels) or flattened rows")
-    return images
+    return finite(images, where)
 
 
 def tf_serving_answer(answer: Answer, rows: bool) -> dict[str, Any]:
     """TensorFlow Serving's predict response: each signature output per image (`predictions`) or per output."""
-    outputs = {"classes": answer.classes.tolist(), "scores": answer.scores.tolist(), "top_k": answer.top_k.tolist(),
-               "errors": answer.errors}
+    outputs = {"classes": answer.classes.tolist(), "scores": json_numbers(answer.scores),
+               "top_k": answer.top_k.tolist(), "errors": answer.errors}
     if not rows:
         return {"outputs": outputs}
     return {"predictions": [dict(zip(outputs, values)) for values in zip(*outputs.values())]}

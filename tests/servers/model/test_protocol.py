@@ -91,6 +91,8 @@ def test_a_tensor_model_s_instances_and_inputs_of_numbers() -> None:
     ({"instances": [[1, 2, 3]] * 9}, 413, "9 instances in one request: over serving.max_instances (8)"),
     ({"signature_name": "serving_bytes", "instances": [[1, 2, 3]]}, 400, "no signature 'serving_bytes'"),
     ({"inputs": []}, 400, "non-empty list of instances"),
+    ({"instances": [[1, float("nan"), 3]]}, 400, "every value must be a finite number"),
+    ({"inputs": [[1, 2, 1e39]]}, 400, "every value must be a finite number"),  # beyond float32: an infinity
 ])
 def test_a_tensor_request_it_cannot_answer_is_one_line(document: object, status: int, said: str) -> None:
     from servers.model.protocol import tensor_inputs
@@ -115,3 +117,9 @@ def test_a_tensor_model_s_answers_as_tensorflow_serving_and_mlflow_give_them() -
     split = mlflow_tensor_inputs({"dataframe_split": {"columns": ["u", "v", "w"], "data": [[1, 2, 3]]}}, 8, (3,))
     assert split.features is not None and split.features.tolist() == [[1, 2, 3]]
     assert mlflow_tensor_inputs({"inputs": [[1, 2, 3]]}, 8, (3,)).features.shape == (1, 3)
+
+
+def test_a_model_s_nan_or_infinity_is_answered_as_null_json_having_neither() -> None:
+    from servers.model.protocol import json_numbers
+    assert json_numbers(np.array([[0.5, np.nan], [np.inf, -np.inf]], np.float32)) == [[0.5, None], [None, None]]
+    assert json_numbers(np.array([1.5, 2.0], np.float32)) == [1.5, 2.0]

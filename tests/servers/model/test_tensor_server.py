@@ -89,7 +89,9 @@ def test_a_wrong_shape_or_a_non_number_is_a_400_of_one_line(tensor_server: Tenso
         "error": "instances: instances of shape [2]; the model takes [3] (float32 'x')"}
     status, answer = predict(tensor_server, {"instances": [[1.0, "two", 3.0]]})
     assert status == 400 and "lists of numbers" in answer["error"]
+    status, answer = predict(tensor_server, {"instances": [[1.0, float("nan"), 3.0]]})  # JSON's NaN, as Python sends
+    assert status == 400 and "finite number" in answer["error"]  # (it was a 500: the model's NaN is not JSON)
     status, mlflow_answer, _ = call(f"{tensor_server.url}/invocations", {"inputs": [[1.0]]})
     assert status == 400 and mlflow_answer["error_code"] == "BAD_REQUEST"
     refused = [line for line in tensor_server.log.read_text().splitlines() if "] refused " in line]
-    assert len(refused) == 3 and all("(400): " in line for line in refused), json.dumps(refused)
+    assert len(refused) == 4 and all("(400): " in line for line in refused), json.dumps(refused)

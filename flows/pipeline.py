@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import INPUTS
+from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment as running_deployment
 from prefect.runtime import flow_run as running_flow
 from pydantic import PositiveFloat, PositiveInt
@@ -25,7 +24,6 @@ from flows.cli import shorten_bad_input_logs
 from flows.timing import RunClock
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
-from tasks.data.validate import data_signature, validate
 from tasks.outputs.evaluate import summary_line
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
@@ -46,22 +44,18 @@ def convert_task(params: Params) -> bool:
     return steps.convert_step(params, on_line=get_run_logger().info)
 
 
-@task(name="validate", cache_policy=INPUTS, cache_expiration=timedelta(days=7), persist_result=True)
-def validate_task(data_dir: str, data_signature: str) -> dict[str, Any]:
-    """Read-only: checks every shard against the manifest; cached by (data dir, data signature)."""
-    report = validate(Path(data_dir))
+@task(name="validate", cache_policy=NO_CACHE)
+def validate_task(data_dir: Path) -> dict[str, Any]:
+    """Read-only: checks every shard against the manifest, unless the report beside the data was made of it."""
+    report = steps.validate_prepared(data_dir)
     get_run_logger().info("validated: %s", report["splits"])
     return report
-
-
-def validate_cached(data_dir: Path) -> dict[str, Any]:
-    return validate_task(str(data_dir), data_signature(data_dir))
 
 
 def prepare_data(params: Params) -> dict[str, Any]:
     """The prepare step with conversion and (cached) validation as tasks; publishes the validation artifact."""
     from prefect.artifacts import create_markdown_artifact
-    report = steps.prepare_step(params, convert=convert_task, check=validate_cached)
+    report = steps.prepare_step(params, convert=convert_task, check=validate_task)
     create_markdown_artifact(summary.validation_markdown(report, report["skipped"]), key="data-validation",
                              description="validation of the prepared TFRecord shards")
     return report
@@ -78,8 +72,6 @@ def log_line(line: str) -> None:
 def run_as_task(params: Params) -> steps.StepRunner:
     """The flows' runner of a step inside the run: a Prefect task of the step's name, timed for the closing line;
     a step whose failure may pass (training) is retried (pipeline.train_retries) from the run's last checkpoint."""
-    from prefect.cache_policies import NO_CACHE
-
     def run_task(step: steps.RunStep, run: steps.RunContext) -> Any:
         options: dict[str, Any] = {"name": step.name, "cache_policy": NO_CACHE}
         if step.retried:

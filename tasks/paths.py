@@ -42,6 +42,11 @@ class Workspace:
         return self.root / "mlruns"
 
     @property
+    def validated_stamp(self) -> Path:
+        """The prepared data's last validation and the signature of the files it read (tasks/data/validate.py)."""
+        return self.outputs_dir / "validated.json"
+
+    @property
     def locks_dir(self) -> Path:
         """flock files: one preparer, one DVC command, one publisher at a time."""
         return self.outputs_dir / ".locks"
@@ -65,6 +70,7 @@ MLRUNS_DIR = WORKSPACE.mlruns_dir
 GATE_FILE = OUTPUTS_DIR / "gate.json"
 EVALUATION_DIR = OUTPUTS_DIR / "evaluation"
 LOCKS_DIR = WORKSPACE.locks_dir
+VALIDATED_STAMP = WORKSPACE.validated_stamp
 
 
 def resolve_path(argument: str) -> Path:

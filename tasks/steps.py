@@ -22,7 +22,7 @@ from typing import Any, Callable, Collection, Generic, NamedTuple, TypeVar
 from tasks.atomic import file_lock, write_text_atomic
 from tasks.data.data_lock import DataHolder, prepared_data_lock
 from tasks.data.prepare import fingerprint, left_out_line, prepare, up_to_date
-from tasks.data.validate import save_report, validate
+from tasks.data.validate import save_report, validated
 from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
@@ -40,7 +40,7 @@ from tasks.outputs.evaluate import check_trained_on, evaluate, outputs_written, 
 from tasks.outputs.export import close_fresh_process, export, fresh_process, parity_sample
 from tasks.outputs.publish import exclusive, published
 from tasks.params import Params
-from tasks.paths import OUTPUTS_DIR, PREPARED_DIR
+from tasks.paths import OUTPUTS_DIR, PREPARED_DIR, VALIDATED_STAMP
 from tasks.tracking import mlflow_store, model_registry, run_log
 from tasks.tracking.metric_catchup import catching_up_metrics
 from tasks.tracking.model_registry import GateDecision
@@ -228,22 +228,27 @@ def convert_step(params: Params, on_line: OnLine = print) -> bool:
 
 
 def prepare_step(params: Params, on_line: OnLine = print, convert: Callable[[Params], bool] | None = None,
-                 check: Callable[[Path], Report] = validate) -> Report:
+                 check: Callable[[Path], Report] | None = None) -> Report:
     """Convert (unless up to date) and validate the data; the report is saved beside it and returned.
 
     Data already up to date is taken under the shared lock (runs that read it go on); converting takes the lock
     exclusively, after the runs that use the data (prepared_data_lock says which). A caller may wrap the two halves
-    (the flow runs them as Prefect tasks, validation cached by the data's signature).
+    (the flow runs them as Prefect tasks).
     """
     exclusive = False  # first as a reader: after another prepare's conversion, the data may be current
     while True:
         with prepared_data_lock(exclusive, "prepare", on_line):
             if exclusive or data_current(params):
                 skipped = convert(params) if convert else convert_step(params, on_line)
-                report = check(PREPARED_DIR)
+                report = (check or validate_prepared)(PREPARED_DIR)
                 save_report(report, PREPARED_DIR)
                 return report | {"skipped": skipped}
         exclusive = True  # not current: convert, alone
+
+
+def validate_prepared(data_dir: Path) -> Report:
+    """The prepared data's validation, read again only when its files changed (validated's stamp)."""
+    return validated(data_dir, VALIDATED_STAMP)
 
 
 def data_current(params: Params) -> bool:

@@ -1,14 +1,18 @@
 """Shared test helpers: a private workspace or copy of the checkout, a real Prefect server, quiet environments."""
 from __future__ import annotations
 
+import atexit
 import base64
+import functools
 import io
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -53,9 +57,9 @@ def commit_all(repo: Path, message: str) -> None:
         subprocess.run(command, cwd=repo, check=True)
 
 
-def copy_checkout(target: Path, source: Path = ROOT) -> Path:
+def copy_checkout(target: Path, source: Path = ROOT, prepared: bool = True) -> Path:
     """The project's files (as git sees them, run records as committed) in a new git repo at target, sharing this
-    .venv: for tests that change or commit the code itself."""
+    .venv: for tests that change or commit the code itself. `prepared`: as make_workspace's."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=source,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     for name in filter(None, listed):
@@ -67,12 +71,15 @@ def copy_checkout(target: Path, source: Path = ROOT) -> Path:
                 shutil.copy2(source / name, target / name)
     (target / ".venv").symlink_to(source / ".venv")
     commit_all(target, "copy")
+    if prepared:
+        seed_prepared(target)
     return target
 
 
-def make_workspace(target: Path, source: Path = ROOT) -> Path:
+def make_workspace(target: Path, source: Path = ROOT, prepared: bool = True) -> Path:
     """A workspace at target (its own git repo, params.yaml, dvc.yaml and run records as committed, links to this
-    checkout's code): run a pipeline in it with `workspace_env(target)`."""
+    checkout's code): run a pipeline in it with `workspace_env(target)`. `prepared`: with the built-in dataset
+    already prepared and validated (seed_prepared)."""
     target.mkdir(parents=True, exist_ok=True)
     for name in CODE_LINKS:
         (target / name).symlink_to(source / name)
@@ -82,7 +89,34 @@ def make_workspace(target: Path, source: Path = ROOT) -> Path:
     for name in RUN_RECORDS:
         (target / name).write_bytes(committed(name, source))
     commit_all(target, "workspace")
+    if prepared:
+        seed_prepared(target)
     return target
+
+
+@functools.cache
+def prepared_digits() -> Path:
+    """The built-in dataset as the checkout's params.yaml prepares it, validated (its stamp beside it), made once
+    per test process in a folder removed at its exit."""
+    from tasks.data.prepare import prepare
+    from tasks.data.validate import validated
+    from tasks.params import load_params
+    home = Path(tempfile.mkdtemp(prefix="ringflow-test-digits-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    (home / "params.yaml").write_bytes(committed("params.yaml"))
+    prepare(load_params(path=home / "params.yaml").data, home / "prepared", progress=False)
+    validated(home / "prepared", home / "validated.json")
+    return home
+
+
+def seed_prepared(workspace: Path) -> None:
+    """The workspace's data/prepared and its validation stamp as a first run would leave them (files and mtimes):
+    its pipeline skips the conversion and the validation a first run pays (6 s; tests of their own, and the session's
+    pipeline run, pay them)."""
+    seed = prepared_digits()
+    shutil.copytree(seed / "prepared", workspace / "data" / "prepared")
+    (workspace / "outputs").mkdir(exist_ok=True)
+    shutil.copy2(seed / "validated.json", workspace / "outputs" / "validated.json")
 
 
 def workspace_env(workspace: Path, **extra: str) -> dict[str, str]:
@@ -90,10 +124,20 @@ def workspace_env(workspace: Path, **extra: str) -> dict[str, str]:
     return quiet_env(RINGFLOW_WORKSPACE=str(workspace), **extra)
 
 
+TEST_PORTS = range(20000, 32768)  # below the kernel's ephemeral ports (32768-60999), which any outgoing connection of
+# another worker may take between a test's choice and its server's bind
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port no one listens on or connects from now, outside the ephemeral range, chosen at random."""
+    for port in random.sample(TEST_PORTS, 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port in {TEST_PORTS}")
 
 
 def wait_for_http(url: str, timeout: float, process: subprocess.Popen) -> None:

@@ -49,8 +49,9 @@ def flow_runs_started_since(api: str, flow: str, since: datetime) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def pipeline_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> PipelineRun:
-    """`python -m flows.pipeline` with the checkout's params.yaml, against the session's Prefect server."""
-    repo = copy_checkout(tmp_path_factory.mktemp("checkout"))
+    """`python -m flows.pipeline` with the checkout's params.yaml, against the session's Prefect server: a first
+    run, which prepares and validates the data."""
+    repo = copy_checkout(tmp_path_factory.mktemp("checkout"), prepared=False)
     started = datetime.now(timezone.utc)
     done = run([PYTHON, "-m", "flows.pipeline"], repo, quiet_env(PREFECT_API_URL=prefect_api))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -31,7 +31,7 @@ def checkout_after_a_run(tmp_path: Path) -> Path:
 
 def test_a_workspace_takes_the_committed_dvc_lock_links_the_code_and_copies_the_rest(
         checkout_after_a_run: Path, tmp_path: Path) -> None:
-    workspace = make_workspace(tmp_path / "workspace", source=checkout_after_a_run)
+    workspace = make_workspace(tmp_path / "workspace", source=checkout_after_a_run, prepared=False)
     assert (workspace / "dvc.lock").read_text() == COMMITTED_LOCK
     assert (workspace / "params.yaml").read_text() == "edited: true\n"
     assert all((workspace / name).resolve() == checkout_after_a_run / name for name in CODE_LINKS)
@@ -40,7 +40,7 @@ def test_a_workspace_takes_the_committed_dvc_lock_links_the_code_and_copies_the_
 
 
 def test_a_copied_checkout_takes_the_committed_dvc_lock(checkout_after_a_run: Path, tmp_path: Path) -> None:
-    copied = copy_checkout(tmp_path / "copy", source=checkout_after_a_run)
+    copied = copy_checkout(tmp_path / "copy", source=checkout_after_a_run, prepared=False)
     assert (copied / "dvc.lock").read_text() == COMMITTED_LOCK
     assert (copied / "tasks" / "module.py").read_text() == "CODE = 1\n"
     assert (copied / "params.yaml").read_text() == "edited: true\n"

@@ -41,3 +41,11 @@ def test_the_built_in_digits_are_8x8_grey_uint8_images_of_ten_classes() -> None:
     assert digits.classes == [str(i) for i in range(10)] and list(digits.splits) == ["train"]
     assert train.arrays is not None and train.arrays.shape == (1797, 8, 8, 1) and train.arrays.dtype == np.uint8
     assert train.arrays.max() == 255 and sorted(set(train.labels.tolist())) == list(range(10))
+
+
+def test_the_digits_read_from_scikit_learn_s_file_are_its_load_digits() -> None:
+    from sklearn.datasets import load_digits as sklearn_digits
+    bunch, train = sklearn_digits(), load_digits().splits["train"]
+    assert train.arrays is not None
+    assert np.array_equal(train.arrays[..., 0], np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8))
+    assert np.array_equal(train.labels, bunch.target) and train.labels.dtype == np.int64

@@ -4,6 +4,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+RINGFLOW := $(VENV)/bin/ringflow  # the installed command (flows/command.py), acting on this checkout as a project
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
@@ -29,10 +30,10 @@ setup-services:
 	@bash scripts/setup.sh services
 
 run: setup
-	$(PY) -m flows.pipeline $(ARGS)
+	$(RINGFLOW) run $(ARGS)
 
 sweep: setup
-	$(PY) -m flows.sweep $(ARGS)
+	$(RINGFLOW) sweep $(ARGS)
 
 test: setup-test
 	$(PY) -m pytest $(PARALLEL) --durations=60 $(PYTEST_ARGS)
@@ -45,14 +46,13 @@ test-fast: setup-test
 	$(PY) -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
-	@$(PY) -m tasks ui-link --set tracking.ui_url=http://127.0.0.1:$(UI_PORT)
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+	$(RINGFLOW) ui --port $(UI_PORT)
 
 serve: setup
 	@bash scripts/serve.sh
 
 serve-model: setup
-	@$(PY) -m servers.model $(ARGS)
+	@$(RINGFLOW) serve-model $(ARGS)
 
 services: setup-services
 	@bash scripts/services.sh up
@@ -61,7 +61,7 @@ services-down:
 	@bash scripts/services.sh down
 
 stop:
-	@$(PY) -m servers.local_prefect stop
+	@$(RINGFLOW) stop
 
 repro: setup
 	$(VENV)/bin/dvc repro

@@ -122,6 +122,26 @@ install_horovod() {
   "$VENV/bin/pip" install -q -c constraints.txt cloudpickle psutil pyyaml packaging cffi
 }
 
+install_ringflow() {
+  # The `ringflow` command (pyproject.toml's console script), this checkout's code installed as editable: a project
+  # elsewhere runs it. Done again when pyproject.toml changes; a checkout that shares another's .venv (a link to it)
+  # leaves that one's install alone.
+  local marker="$VENV/.ringflow-editable" hash installed_root installed_hash said
+  hash="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  if [ -x "$VENV/bin/ringflow" ] && [ -f "$marker" ]; then
+    read -r installed_root installed_hash < "$marker"
+    if [ "$installed_root" != "$ROOT" ] || [ "$installed_hash" = "$hash" ]; then
+      return
+    fi
+  fi
+  # setuptools warns of editable installs at length: shown only when the install fails
+  if ! said="$("$VENV/bin/pip" install -q --no-deps --no-build-isolation -e "$ROOT" 2>&1)"; then
+    printf '%s\n' "$said" >&2
+    exit 1
+  fi
+  echo "$ROOT $hash" > "$marker"
+}
+
 check_horovod() {
   # The report is kept with the set-up fingerprint: an unchanged .venv shows it without reloading TensorFlow.
   local report_file="$VENV/.ringflow-check-build" report
@@ -154,6 +174,7 @@ ensure_debian_packages
 ensure_venv
 install_pins
 install_horovod
+install_ringflow
 echo "$FINGERPRINT" > "$STAMP"
 check_horovod
 log "ready"

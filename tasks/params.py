@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.paths import PARAMS_FILE, resolve_path
+from tasks.project import PROJECT_FORMAT
 from tasks.redaction import holds_credentials
 from trainer.choices import scheduler_spec
 from trainer.config import InputParams, Section, TrainParams, literal_words
@@ -194,7 +195,13 @@ class SweepParams(Section):
                                "train.batch_size": [16, 32, 64]}
 
 
+class ProjectParams(Section):
+    """What makes a params.yaml ringflow's: the project format it is written in (tasks/project.py)."""
+    format: int = Field(PROJECT_FORMAT, ge=1, le=PROJECT_FORMAT)
+
+
 class Params(Section):
+    project: ProjectParams = ProjectParams()
     data: DataParams = DataParams()
     input: InputParams = InputParams()
     train: TrainParams = TrainParams()

@@ -9,10 +9,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # tools of the pinned stack, run as .venv/bin/<tool> or python -m <tool>
-VENV_TOOLS = {"python", "python3", "pip", "mlflow", "dvc", "prefect", "pytest", "horovodrun", "ruff", "mypy"}
+VENV_TOOLS = {"python", "python3", "pip", "mlflow", "dvc", "prefect", "pytest", "horovodrun", "ruff", "mypy",
+              "ringflow"}
 TOOL_MODULES = {"pip", "mlflow", "dvc", "prefect", "pytest", "ruff", "mypy"}
 SEPARATORS = {"&&", "||", ";", "|"}
-INLINE_COMMAND = re.compile(r"^(make |python3? -m |\.venv/bin/|(bash |\./)?scripts/)")
+INLINE_COMMAND = re.compile(r"^(make |ringflow |python3? -m |\.venv/bin/|(bash |\./)?scripts/)")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 CODE_SPAN = re.compile(r"`[^`\n]+`")
 
@@ -130,7 +131,17 @@ def word_problem(words: list[str], root: Path, targets: set[str]) -> str | None:
         program = tool
     if program in ("python", "python3"):
         return python_problem(words, root)
+    if program == "ringflow":
+        return ringflow_problem(words)
     return None
+
+
+def ringflow_problem(words: list[str]) -> str | None:
+    """Why `ringflow ...` names no command of flows/command.py; None when it does."""
+    from flows.command import COMMANDS
+    named = next((word for word in words[1:] if not word.startswith("-")), None)
+    known = ["init", *COMMANDS]
+    return None if named in known else f"ringflow {named}: not a command ({', '.join(known)})"
 
 
 def command_problems(command: Command, root: Path, targets: set[str]) -> list[str]:

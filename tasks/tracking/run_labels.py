@@ -29,9 +29,13 @@ def flow_source(flow: str, deployment: str | None) -> RunSource:
 
 
 def source_tags(source: RunSource, git_commit: str) -> dict[str, str]:
-    """MLflow's own tags for the Source column: the name, its type and the git commit."""
+    """MLflow's own tags for the Source column: the name, its type, the project's repository and commit; and the
+    ringflow that ran it."""
+    from tasks.project import ringflow_version
+    from tasks.versioning.dvc import code_repository
     return {"mlflow.source.name": source.name, "mlflow.source.type": source.kind,
-            "mlflow.source.git.commit": git_commit}
+            "mlflow.source.git.commit": git_commit, "mlflow.source.git.repoURL": str(code_repository()),
+            "ringflow.version": ringflow_version()}
 
 
 def section_params(params: Params) -> dict[str, Any]:

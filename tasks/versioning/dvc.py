@@ -44,12 +44,20 @@ def _dvc(*commands: list[str], root: Path = WORKSPACE.root) -> str:
     return done.stdout
 
 
-def git_state(root: Path = ROOT) -> tuple[str, bool]:
-    """(HEAD commit of the code, whether tracked files other than dvc.lock differ from it); ('unknown', True)
-    outside git.
+def code_repository() -> Path:
+    """The repository a run's code is committed in: the project's own (its params, its model files); the
+    checkout's for a workspace of the checkout's shape, whose code folders are links to it (tests', the local pool
+    worker's)."""
+    return ROOT if (WORKSPACE.root / "tasks").is_symlink() else WORKSPACE.root
+
+
+def git_state(root: Path | None = None) -> tuple[str, bool]:
+    """(HEAD commit of the code (code_repository's unless `root`), whether tracked files other than dvc.lock differ
+    from it); ('unknown', True) outside git.
 
     dvc.lock is left out: recording a run rewrites it.
     """
+    root = root or code_repository()
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=60)
     if head.returncode != 0:
         return "unknown", True

@@ -51,9 +51,9 @@ def code_digest(root: Path = ROOT) -> str:
 
 
 def params_hash(params: Params) -> str:
-    """Digest of all parameters of the run but the sweep's search (a trial's own values are in train.*) and how the
-    champion is served."""
-    document = params.model_dump(mode="json", exclude={"sweep", "serving"})
+    """Digest of all parameters of the run but the sweep's search (a trial's own values are in train.*), how the
+    champion is served and the project's format."""
+    document = params.model_dump(mode="json", exclude={"project", "sweep", "serving"})
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -169,7 +169,7 @@ def parameter_row(page: str, name: str) -> str:
 ])
 def test_a_bad_space_is_one_line_before_anything_starts(tmp_path: Path, prefect_api: str, space: dict,
                                                         said: str) -> None:
-    repo = copy_checkout(tmp_path / "checkout")
+    repo = copy_checkout(tmp_path / "checkout", prepared=False)
     code, printed = sweep(repo, prefect_api, f"sweep.space={json.dumps(space)}")
     last = printed.strip().splitlines()[-1]
     assert code == 2 and last.startswith("error: bad ") and said in last, printed[-2000:]

@@ -112,7 +112,7 @@ def started_services(checkout: Path, *, sigint_ignored: bool = False, prepare: C
     """scripts/services.sh up in a copy of the checkout made in `checkout` (changed by `prepare` and committed, so
     the deployments are of that commit), on free ports (with SIGINT ignored, when told); afterwards down and its
     data removed."""
-    repo = copy_checkout(checkout)
+    repo = copy_checkout(checkout, prepared=False)  # what the worker runs prepares its own
     if prepare:
         prepare(repo)
         commit_all(repo, "prepared")

@@ -35,8 +35,12 @@ def test_the_global_batch_in_a_run_s_name_is_the_backend_s() -> None:
 def test_the_source_is_the_flow_or_the_deployment_that_started_the_run() -> None:
     assert flow_source("training-pipeline", None) == RunSource("flow training-pipeline", "LOCAL")
     assert flow_source("training-pipeline", "train") == RunSource("training-pipeline/train", "JOB")
+    from tasks.project import ringflow_version
+    from tasks.versioning.dvc import code_repository
     assert source_tags(RunSource("flow f"), "abc") == {"mlflow.source.name": "flow f", "mlflow.source.type": "LOCAL",
-                                                       "mlflow.source.git.commit": "abc"}
+                                                       "mlflow.source.git.commit": "abc",
+                                                       "mlflow.source.git.repoURL": str(code_repository()),
+                                                       "ringflow.version": ringflow_version()}
 
 
 def test_the_prepared_data_is_the_run_s_dataset_input(shared_store: str) -> None:

@@ -21,9 +21,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Callable
 
-from tasks.project import ProjectError, find_project
+from tasks.project import WORKSPACE_ENV, ProjectError, find_project  # not tasks.paths: it reads the env at import
 
-WORKSPACE_ENV = "RINGFLOW_WORKSPACE"  # tasks/paths.py's; not imported from there: it reads it when imported
 COMMANDS: dict[str, tuple[str, list[str]]] = {  # the command -> the module whose main() it is, words put first
     "run": ("flows.pipeline", []),
     "sweep": ("flows.sweep", []),

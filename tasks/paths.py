@@ -1,9 +1,11 @@
 """Where things live, in one place: the code (this checkout: flows/, tasks/, trainer/, .venv) and the workspace, the
 DVC project a pipeline runs in (params.yaml, dvc.yaml, dvc.lock, data/, outputs/, mlruns/).
 
-The workspace is this checkout unless the environment variable RINGFLOW_WORKSPACE names another directory of the
-same shape (its dvc.yaml refers to the code by relative paths, so it holds links to the checkout's code folders).
-Every process of a pipeline reads it from the environment it inherits; tests point it at a temporary directory.
+The workspace is this checkout unless the environment variable RINGFLOW_WORKSPACE names another directory: a project
+of the user's own (the `ringflow` command names the one it is run in, tasks/project.py), or a workspace of the
+checkout's shape (its dvc.yaml refers to the code by relative paths, so it holds links to the checkout's code
+folders). Every process of a pipeline reads it from the environment it inherits; tests point it at a temporary
+directory.
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.project import WORKSPACE_ENV
+
 ROOT = Path(__file__).resolve().parents[1]  # the code
-WORKSPACE_ENV = "RINGFLOW_WORKSPACE"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import yaml
 
 PROJECT_FORMAT = 1  # the params.yaml, dvc.yaml and prefect.yaml this ringflow writes and reads
 PARAMS_NAME = "params.yaml"
+WORKSPACE_ENV = "RINGFLOW_WORKSPACE"  # the project every process of a run works in (tasks/paths.py reads it)
 
 
 def ringflow_version() -> str:

@@ -4,7 +4,9 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-RINGFLOW := $(VENV)/bin/ringflow  # the installed command (flows/command.py), acting on this checkout as a project
+# the `ringflow` command (flows/command.py), acting on this checkout as a project: run as a module, so that a
+# checkout sharing another's .venv runs its own code (the installed script imports the checkout that installed it)
+RINGFLOW := $(PY) -m flows.command
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false

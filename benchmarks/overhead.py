@@ -52,7 +52,8 @@ def timed(command: list[str], folder: Path) -> tuple[float, str]:
 
 
 def make_run(folder: Path) -> tuple[float, str]:
-    """`make run`'s pipeline, as make starts it."""
+    """`make run`'s pipeline (`ringflow run` finds the project, then runs this module: milliseconds; the command
+    is the shared .venv's, whose code is the checkout that installed it, so each clone's is started directly)."""
     return timed([str(folder / ".venv" / "bin" / "python"), "-m", "flows.pipeline"], folder)
 
 

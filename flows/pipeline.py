@@ -46,7 +46,8 @@ def convert_task(params: Params) -> bool:
 
 @task(name="validate", cache_policy=NO_CACHE)
 def validate_task(data_dir: Path) -> dict[str, Any]:
-    """Read-only: checks every shard against the manifest, unless the report beside the data was made of it."""
+    """Read-only: checks every shard against the manifest, unless the stamped report (outputs/validated.json) was
+    made of these very files."""
     report = steps.validate_prepared(data_dir)
     get_run_logger().info("validated: %s", report["splits"])
     return report

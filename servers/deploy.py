@@ -20,7 +20,7 @@ import yaml
 
 from servers.processes import BIN, open_file
 from servers.work_pools import base_job_template, opened_variables
-from tasks.paths import ROOT
+from tasks.paths import code_repository
 
 if TYPE_CHECKING:
     from prefect.client.schemas.responses import DeploymentResponse
@@ -48,7 +48,7 @@ def deployments_on(pool: str, prefect_file: Path) -> list[str]:
 def deploy(output: IO[str] | None = None) -> None:
     """The pools (their base job template fixes the worker's command, environment and directory: no flow run
     chooses them), each running one flow run at a time, then the deployments on them."""
-    prefect_file = ROOT / "prefect.yaml"
+    prefect_file = code_repository() / "prefect.yaml"
     if opened := opened_variables(prefect_file):
         raise DeployFailed(f"{prefect_file}: deployment {opened[0]} is a job variable the work pools fix (the "
                            "worker's command, environment and directory are never chosen by a deployment or a run: "
@@ -72,10 +72,10 @@ def deployed_pools() -> list[str]:
 
 
 def prefect(arguments: list[str], output: IO[str] | None, quiet: bool = False) -> None:
-    """One of Prefect's commands, in the checkout; its output to `output` (the terminal when None; nowhere when
-    quiet and None)."""
+    """One of Prefect's commands, in the project (code_repository(): the checkout when no project is named); its
+    output to `output` (the terminal when None; nowhere when quiet and None)."""
     stdout = output if output is not None else subprocess.DEVNULL if quiet else None
-    done = subprocess.run([str(BIN / "prefect"), *arguments], cwd=ROOT, stdout=stdout,
+    done = subprocess.run([str(BIN / "prefect"), *arguments], cwd=code_repository(), stdout=stdout,
                           stderr=subprocess.STDOUT if output is not None else None)
     if done.returncode != 0:
         raise DeployFailed(f"prefect {' '.join(arguments[:2])} failed (exit {done.returncode})")
@@ -117,7 +117,7 @@ def record_pool(record: Path, pool: str) -> None:
     from the server, as its workers read them: the remote ones with the repository and commit their pull steps
     clone, resolved when `prefect deploy` ran), into `record` (mode 0644: the worker's user reads it, and it is no
     secret; a new file, renamed over the old one: no link followed)."""
-    deployments = asyncio.run(deployed_on(pool, deployments_on(pool, ROOT / "prefect.yaml")))
+    deployments = asyncio.run(deployed_on(pool, deployments_on(pool, code_repository() / "prefect.yaml")))
     content = {"work_pool": pool, "base_job_template": digest(base_job_template()),
                "deployments": {str(deployment.id): {"name": deployment.name, "digest": deployment_digest(deployment)}
                                for deployment in deployments}}

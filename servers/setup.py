@@ -20,7 +20,7 @@ from pathlib import Path
 
 from servers.nofollow import own_folder
 from servers.processes import BIN, ServerFailed, open_file
-from tasks.paths import ROOT
+from tasks.paths import ROOT, code_repository
 from tasks.tracking.registry_signature import KEY_ENV
 
 SECRET_NAMES = ("DB_PASSWORD", "MLFLOW_PASSWORD", "PREFECT_PASSWORD", "MLFLOW_SECRET_KEY")
@@ -36,7 +36,7 @@ WORKSPACE_COPIES = ("params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore",
 class Place:
     """Where the services live and listen, from the environment (the defaults here)."""
     home: Path = field(default_factory=lambda: Path(os.path.realpath(os.environ.get("SERVICES_HOME")
-                                                                      or ROOT / ".services")))
+                                                                      or code_repository() / ".services")))
     host: str = field(default_factory=lambda: os.environ.get("SERVICES_HOST", "127.0.0.1"))
     mlflow_port: int = field(default_factory=lambda: int(os.environ.get("MLFLOW_PORT", "5000")))
     prefect_port: int = field(default_factory=lambda: int(os.environ.get("PREFECT_PORT", "4200")))
@@ -148,10 +148,11 @@ def worker_user() -> str:
 
 def run_by_root(place: Place) -> list[Path]:
     """What root runs or reads to run at a start or a stop: this checkout (its programs, scripts/run_as.sh, its git
-    hooks and config), its environment and Python, and SERVICES_HOME (its pid files, the bare repository whose
-    hooks `git push` runs); SERVICES_HOME/worker, the worker's own, aside."""
+    hooks and config), its environment and Python, the project whose deployments it makes (its prefect.yaml, its
+    git hooks and config) and SERVICES_HOME (its pid files, the bare repository whose hooks `git push` runs);
+    SERVICES_HOME/worker, the worker's own, aside."""
     return [ROOT, Path(os.path.realpath(ROOT / ".venv")), Path(os.path.realpath(BIN / "python")),
-            Path(sysconfig.get_paths()["stdlib"]), place.home]
+            Path(sysconfig.get_paths()["stdlib"]), *[code_repository()] * (code_repository() != ROOT), place.home]
 
 
 def check_worker_rights(user: str, place: Place, as_user: tuple[str, ...]) -> None:
@@ -194,13 +195,20 @@ def worker_registry_key(folder: Path) -> Path:
 
 def worker_env(folder: Path) -> dict[str, str]:
     """The worker's environment beyond the services': its workspace (every flow run's outputs and run records) and
-    its home (Prefect's, Keras's, DVC's files) and the registry key it signs the versions it registers with in its
-    folder (never a key named for root's processes); git may read this checkout's repository as another user (the
-    code's commit, recorded with every run). (Its temporary folder: Users.as_worker.)"""
+    its home (Prefect's, Keras's, DVC's, git's files) and the registry key it signs the versions it registers with in
+    its folder (never a key named for root's processes). (Its temporary folder: Users.as_worker.)"""
     return {"RINGFLOW_WORKSPACE": str(folder / "workspace"), "HOME": str(folder / "home"),
-            KEY_ENV: str(worker_registry_key(folder)),
-            "PREFECT_HOME": str(folder / "home" / ".prefect"), "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": str(ROOT)}
+            KEY_ENV: str(worker_registry_key(folder)), "PREFECT_HOME": str(folder / "home" / ".prefect")}
+
+
+def trust_repositories(home: Path, repositories: list[str]) -> None:
+    """git, as the worker's user, may read these repositories of root's (none writable by it: run_by_root): this
+    checkout's (the code's commit, recorded with every run) and the bare one a project's deployments clone. In its
+    global config, not the environment: a local clone's upload-pack gets no GIT_CONFIG_* variables."""
+    config = ["git", "config", "--file", str(home / ".gitconfig")]
+    subprocess.run([*config, "--unset-all", "safe.directory"], check=False)
+    for repository in repositories:
+        subprocess.run([*config, "--add", "safe.directory", repository], check=True)
 
 
 def fill_worker_folder(folder: Path) -> None:
@@ -211,6 +219,7 @@ def fill_worker_folder(folder: Path) -> None:
     workspace = folder / "workspace"
     for made in (folder / "home", folder / "tmp", workspace / ".dvc", workspace / "data"):
         made.mkdir(parents=True, exist_ok=True)
+    trust_repositories(folder / "home", [str(ROOT), os.environ["RINGFLOW_REPOSITORY"]])
     for name in WORKSPACE_LINKS:
         (workspace / name).unlink(missing_ok=True)
         (workspace / name).symlink_to(ROOT / name)

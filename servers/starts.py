@@ -17,7 +17,7 @@ from servers.deploy import DEPLOYED_FILE, LOCAL_POOL, record_deployed, worker_co
 from servers.processes import BIN, ServerFailed
 from servers.setup import ROLE, Place, Users, client_env, worker_env, worker_folder
 from tasks.logs import logger
-from tasks.paths import ROOT
+from tasks.paths import ROOT, code_repository
 
 log = logger("services")
 
@@ -64,14 +64,17 @@ def start_prefect(place: Place, users: Users, secrets: dict[str, str]) -> None:
 
 
 def git(*arguments: str) -> str:
-    return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    """git in the repository whose deployments the services make: the project's (the checkout's when none)."""
+    done = subprocess.run(["git", *arguments], cwd=code_repository(), capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def mirror_checkout(place: Place) -> tuple[str, str]:
-    """The repository the remote pool's workers pull from (a bare one here, unless RINGFLOW_REPOSITORY names one)
-    and the commit they run; both exported for the deployments and the worker. Root's git reads the config and runs
-    the hooks of this checkout and of the bare repository: neither is writable by the worker's user (choose_users
-    refuses one that can write them)."""
+    """The repository the remote pool's workers (and, for a project, the local pool's) pull from (a bare one here,
+    unless RINGFLOW_REPOSITORY names one) and the commit they run: the project's HEAD (this checkout's when no
+    project is named); both exported for the deployments and the worker. Root's git reads the config and runs the
+    hooks of that repository and of the bare one: neither is writable by the worker's user (choose_users refuses one
+    that can write them)."""
     repository = os.environ.get("RINGFLOW_REPOSITORY")
     if not repository:
         repository = str(place.home / "ringflow.git")
@@ -81,7 +84,7 @@ def mirror_checkout(place: Place) -> tuple[str, str]:
     commit = git("rev-parse", "HEAD")
     os.environ.update(RINGFLOW_REPOSITORY=repository, RINGFLOW_COMMIT=commit)
     if git("status", "--porcelain", "--untracked-files=no"):
-        log.info(f"the remote pool runs commit {commit[:12]}: this checkout's uncommitted changes are not in it")
+        log.info(f"the remote pool runs commit {commit[:12]}: uncommitted changes are not in it")
     return repository, commit
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 
 from tasks.params import ParamsError, load_params
-from tasks.paths import ROOT
+from tasks.paths import code_repository
 from trainer.config import IMPORT_PATH
 
 PASSTHROUGH_KEYS = ("train.horovodrun_args", "train.elastic.discovery_script", "slurm.sbatch_args")
 CODE_KEYS = ("train.model", "train.loss")  # a catalog or Keras name, or code to import and call: "file.py:function"
-PREFECT_FILE = ROOT / "prefect.yaml"
+PREFECT_FILE = code_repository() / "prefect.yaml"  # the project's deployments (the checkout's when none)
 
 
 def _value(params: dict[str, Any], key: str) -> Any:

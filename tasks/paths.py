@@ -76,6 +76,13 @@ LOCKS_DIR = WORKSPACE.locks_dir
 VALIDATED_STAMP = WORKSPACE.validated_stamp
 
 
+def code_repository(workspace: Workspace = WORKSPACE) -> Path:
+    """The repository a run's code is committed in: the project's own (its params, its model files, its prefect.yaml);
+    the checkout's for a workspace of the checkout's shape, whose code folders are links to it (tests', the local
+    pool worker's)."""
+    return ROOT if (workspace.root / "tasks").is_symlink() else workspace.root
+
+
 def resolve_path(argument: str) -> Path:
     """A path as a parameter gives it: relative paths are taken from the workspace (where params.yaml is)."""
     path = Path(argument).expanduser()

@@ -15,14 +15,24 @@ import yaml
 
 from tasks.params import Params
 from tasks.params_file import render_params
-from tasks.paths import ROOT
 from tasks.project import PARAMS_NAME, ProjectError, project_format
 
-STARTER = Path(__file__).resolve().parent / "starter"
+STARTER = Path(__file__).resolve().parent / "starter"  # with links to the checkout's dvc.yaml and prefect.yaml (their
+# content in an installed package)
 STARTER_MODEL = "models/model.py:build"
 CODE_FOLDERS = ("flows", "servers", "tasks", "trainer")  # ringflow's own: a project's stages do not depend on them
 GITIGNORE = "/mlruns/\n/outputs/\n/.dvc-remote/\n/.prefect/\n/.services/\n__pycache__/\n*.pyc\n"
 DVC_REMOTE = ("local", ".dvc-remote")  # as the checkout's: the remote's folder in the project
+DEPLOYMENTS_HEADER = """\
+# Prefect deployments of this project's pipeline (written by `ringflow init`), on the pools `ringflow services` makes.
+# Every run, on either pool, works in a clone of the commit deployed: `ringflow services` pushes this repository's
+# HEAD to a bare one of its own (or RINGFLOW_REPOSITORY names one the workers reach) and deploys with RINGFLOW_COMMIT;
+# a worker clones it and runs it with the ringflow installed beside the worker.
+#   ringflow services        # then, in another shell:  . .services/client.env
+#   prefect deployment run 'training-pipeline/train' --param epochs=3 --watch
+"""
+ENTER_STEP = ("    - flows.pull_steps.enter_project:\n"
+              "        directory: \"{{ clone.directory }}\"\n")
 HEADER = ("# This project's parameters: every `ringflow run` reads this file (`ringflow init` wrote it with ringflow's "
           "defaults).\n# Override one for a run with `ringflow run --set train.epochs=5`.\n")
 
@@ -37,7 +47,7 @@ def starter_params() -> str:
 def project_stages() -> str:
     """dvc.yaml of a project: ringflow's stages, each run by `ringflow stage NAME`, depending on the project's files
     only (ringflow's own code is the installed ringflow's)."""
-    stages: dict[str, Any] = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages: dict[str, Any] = yaml.safe_load((STARTER / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
         deps = [dep for dep in stage.pop("deps", []) if Path(dep).parts[0] not in CODE_FOLDERS]
         stages[name] = {"cmd": f"ringflow stage {name}", **({"deps": deps} if deps else {}),
@@ -47,10 +57,14 @@ def project_stages() -> str:
 
 
 def project_deployments() -> str:
-    """prefect.yaml of a project: ringflow's deployments, their flows named as modules of the installed ringflow."""
-    text = (ROOT / "prefect.yaml").read_text()
+    """prefect.yaml of a project: ringflow's deployments, their flows named as modules of the installed ringflow,
+    each run in a clone of the project's commit (flows/pull_steps.py) on either pool."""
+    text = (STARTER / "prefect.yaml").read_text()
+    text = DEPLOYMENTS_HEADER + text[text.index("\nname: ") + 1:]
     text = re.sub(r"entrypoint: (\w+)/(\w+)\.py:", r"entrypoint: \1.\2:", text)
-    return re.sub(r"\n    - prefect\.deployments\.steps\.run_shell_script:\n(        .*\n)+", "\n", text)
+    checkout_steps = r"(?m)(^    - prefect\.deployments\.steps\.(run_shell_script|set_working_directory):\n(  +.*\n)+)+"
+    text = re.sub(checkout_steps, ENTER_STEP, text)
+    return re.sub(r"(\n    work_pool: \*local_pool\n)", r"\1    pull: *pull_the_commit\n", text)
 
 
 def starter_files() -> dict[str, str]:

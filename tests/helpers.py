@@ -109,6 +109,18 @@ def prepared_digits() -> Path:
     return home
 
 
+def make_project(target: Path, prepared: bool = True) -> Path:
+    """A project of the user's own that `ringflow init` made at target, committed: run `ringflow` in it, or a
+    pipeline with `workspace_env(target)`. `prepared`: as make_workspace's."""
+    done = subprocess.run([str(BIN / "ringflow"), "init", str(target)], capture_output=True, text=True,
+                          env=quiet_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    commit_all(target, "a ringflow project")
+    if prepared:
+        seed_prepared(target)
+    return target
+
+
 def seed_prepared(workspace: Path) -> None:
     """The workspace's data/prepared and its validation stamp as a first run would leave them (files and mtimes):
     its pipeline skips the conversion and the validation a first run pays (6 s; tests of their own, and the session's

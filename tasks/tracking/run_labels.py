@@ -32,9 +32,9 @@ def source_tags(source: RunSource, git_commit: str) -> dict[str, str]:
     """MLflow's own tags for the Source column: the name, its type, the project's repository and commit; and the
     ringflow that ran it."""
     from tasks.project import ringflow_version
-    from tasks.versioning.dvc import code_repository
+    from tasks.versioning.dvc import repository_url
     return {"mlflow.source.name": source.name, "mlflow.source.type": source.kind,
-            "mlflow.source.git.commit": git_commit, "mlflow.source.git.repoURL": str(code_repository()),
+            "mlflow.source.git.commit": git_commit, "mlflow.source.git.repoURL": repository_url(),
             "ringflow.version": ringflow_version()}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from tasks.atomic import atomic_dir, file_lock
-from tasks.paths import PREPARED_DIR, ROOT, WORKSPACE, Workspace
+from tasks.paths import PREPARED_DIR, ROOT, WORKSPACE, Workspace, code_repository
 from tasks.versioning.dvc_commands import FIRST_FAILED
 
 
@@ -44,13 +44,6 @@ def _dvc(*commands: list[str], root: Path = WORKSPACE.root) -> str:
     return done.stdout
 
 
-def code_repository() -> Path:
-    """The repository a run's code is committed in: the project's own (its params, its model files); the
-    checkout's for a workspace of the checkout's shape, whose code folders are links to it (tests', the local pool
-    worker's)."""
-    return ROOT if (WORKSPACE.root / "tasks").is_symlink() else WORKSPACE.root
-
-
 def git_state(root: Path | None = None) -> tuple[str, bool]:
     """(HEAD commit of the code (code_repository's unless `root`), whether tracked files other than dvc.lock differ
     from it); ('unknown', True) outside git.
@@ -64,6 +57,15 @@ def git_state(root: Path | None = None) -> tuple[str, bool]:
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!dvc.lock"],
                             cwd=root, capture_output=True, text=True, timeout=60)
     return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def repository_url(root: Path | None = None) -> str:
+    """Where the code's repository comes from: its `origin` remote (a deployment's clone names the repository it
+    pulled), else its own path (code_repository's unless `root`)."""
+    root = root or code_repository()
+    origin = subprocess.run(["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True,
+                            timeout=60)
+    return origin.stdout.strip() if origin.returncode == 0 and origin.stdout.strip() else str(root)
 
 
 def locked_data_hash(root: Path = WORKSPACE.root, data_dir: Path = PREPARED_DIR) -> str:

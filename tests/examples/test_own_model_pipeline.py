@@ -1,7 +1,8 @@
-"""examples/own-image-model end to end under Horovod (np=2) and MultiWorkerMirrored: its model.py (a subclassed
-Keras model with its own train_step, in the workspace, outside ringflow's packages) on its PNG folder through
-`python -m flows.pipeline` in a private copy of the checkout: FINISHED, both ranks' weights equal, the model
-registered as champion, and the model server answers an image with a class."""
+"""examples/own-image-model end to end under MultiWorkerMirrored (under Horovod it runs in a project of its own:
+tests/flows/test_project.py): its model.py (a subclassed Keras model with its own train_step, in the workspace,
+outside ringflow's packages) on its PNG folder through `python -m flows.pipeline` in a private copy of the checkout:
+FINISHED, both ranks' weights equal, the model registered as champion, and the model server answers an image with a
+class."""
 from __future__ import annotations
 
 import base64
@@ -20,9 +21,8 @@ pytestmark = pytest.mark.slow  # the whole pipeline and the model server
 NAME = "own-image-model"
 
 
-@pytest.mark.parametrize("backend", ["horovod", "multiworker"])
 def test_a_subclassed_model_of_the_user_s_own_runs_the_pipeline_and_is_served(
-        backend: str, tmp_path: Path, prefect_api: str) -> None:
+        tmp_path: Path, prefect_api: str, backend: str = "multiworker") -> None:
     from mlflow.tracking import MlflowClient
     repo = copy_checkout(tmp_path / "checkout")
     images = module(repo / "examples" / NAME / "make_data.py").make_data(repo / "examples" / NAME / "data" /

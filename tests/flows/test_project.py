@@ -2,10 +2,14 @@
 from any folder inside it, and refuses in one line what is not one."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,9 @@ from tasks.params import load_params
 from tasks.params_file import render_params
 from tasks.project import ringflow_version
 from tasks.project_init import CODE_FOLDERS, HEADER, STARTER_MODEL
-from tests.helpers import BIN, ROOT, commit_all, quiet_env, run
+from tests.examples.test_examples import module
+from tests.helpers import BIN, ROOT, commit_all, drawn_digit, free_port, quiet_env, run, wait_for_http
+from trainer.protocol import weights_digests
 
 RINGFLOW = str(BIN / "ringflow")
 
@@ -50,6 +56,9 @@ def test_init_writes_a_starter_project_and_overwrites_nothing(tmp_path: Path) ->
     assert {stage["cmd"] for stage in stages.values()} == {f"ringflow stage {name}" for name in stages}
     assert not [dep for stage in stages.values() for dep in stage.get("deps", []) if dep.split("/")[0] in CODE_FOLDERS]
     assert (project / ".git").is_dir() and "url = ../.dvc-remote" in (project / ".dvc" / "config").read_text()
+    deployments = yaml.safe_load((project / "prefect.yaml").read_text())["deployments"]
+    assert {tuple(next(iter(step)) for step in deployment["pull"]) for deployment in deployments} == \
+        {("prefect.deployments.steps.git_clone", "flows.pull_steps.enter_project")}  # each run: a clone of the commit
     again = ringflow("init", cwd=project)
     assert again.returncode == 0 and "wrote nothing" in again.stdout
 
@@ -91,36 +100,110 @@ def checkout_state() -> list[str]:
     return [line for line in status.splitlines() if "__pycache__" not in line]
 
 
+OWN_MODEL = "own-image-model"  # the example whose subclassed Keras model (its own train_step) grace trains
+
+
+def new_project(folder: Path, example: str | None = None) -> str:
+    """A project made by `ringflow init` (with an example's model, data and params.yaml in it, at the example's
+    paths, as a user brings their own), committed; its commit."""
+    assert ringflow("init", str(folder), cwd=folder.parent).returncode == 0
+    if example:
+        shutil.copytree(ROOT / "examples" / example, folder / "examples" / example,
+                        ignore=shutil.ignore_patterns("data", "__pycache__"))
+        module(folder / "examples" / example / "make_data.py").make_data(
+            folder / "examples" / example / "data" / "digits-png", 30)
+        shutil.copy(folder / "examples" / example / "params.yaml", folder / "params.yaml")
+    commit_all(folder, "a ringflow project")
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True).stdout.strip()
+
+
 @pytest.mark.slow
-def test_ringflow_run_in_a_new_project_keeps_everything_in_it(tmp_path: Path, prefect_api: str) -> None:
+def test_two_projects_side_by_side_each_keep_their_runs_and_models(tmp_path: Path, prefect_api: str) -> None:
+    """`ringflow run` (np 2, Horovod) in two projects of one install, a sweep in one, the model server in the other:
+    each project's store holds its own runs only, each run names its project's commit, the checkout is untouched."""
     before = checkout_state()
-    project = tmp_path / "project"
-    assert ringflow("init", str(project), cwd=tmp_path).returncode == 0
-    commit_all(project, "a ringflow project")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
-    done = ringflow("run", "--set", "train.epochs=2", cwd=project, PREFECT_API_URL=prefect_api)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    run_id = re.search(r"^mlflow run id:\s+(\w+)$", done.stdout, re.M)[1]  # type: ignore[index]
-    tags = mlflow_tags(project, run_id)
-    assert tags["mlflow.source.git.commit"] == head and tags["mlflow.source.git.repoURL"] == str(project)
-    assert tags["ringflow.version"] == ringflow_version() != "unknown"
-    assert (project / "dvc.lock").is_file() and (project / ".dvc-remote").is_dir()
-    assert (project / "outputs" / "savedmodel").is_dir() and (project / "data" / "prepared" / "manifest.json").is_file()
+    heads = {"ada": new_project(tmp_path / "ada"), "grace": new_project(tmp_path / "grace", OWN_MODEL)}
+    for name in heads:
+        done = ringflow("run", "--set", "train.epochs=2", cwd=tmp_path / name, PREFECT_API_URL=prefect_api)
+        said = done.stdout + done.stderr
+        assert done.returncode == 0, said[-3000:]
+        digests = [digest for _, digest in weights_digests(said)]
+        assert len(digests) == 2 and len(set(digests)) == 1, said[-2000:]  # np 2: both ranks' weights equal
+    swept = ringflow("sweep", "--set", "sweep.trials=2", "--set", "train.epochs=1", "--set", "train.np=1",
+                     cwd=tmp_path / "ada", PREFECT_API_URL=prefect_api)
+    assert swept.returncode == 0, (swept.stdout + swept.stderr)[-3000:]
+    for name, head in heads.items():
+        tags = [run["tags"] for run in project_runs(tmp_path / name).values()]
+        assert {run_tags["mlflow.source.git.repoURL"] for run_tags in tags} == {str(tmp_path / name)}
+        assert {run_tags["mlflow.source.git.commit"] for run_tags in tags} == {head}
+        assert {run_tags["ringflow.version"] for run_tags in tags} == {ringflow_version()}
+    assert len(project_runs(tmp_path / "ada")) == 4  # the run, the sweep and its 2 trials
+    (grace_run,) = project_runs(tmp_path / "grace").values()
+    assert grace_run["params"]["model.source"].startswith(f"examples/{OWN_MODEL}/model.py:build@")
+    assert served_class(tmp_path / "grace") in [str(digit) for digit in range(10)]
     assert checkout_state() == before  # nothing written into ringflow's checkout
 
 
-def mlflow_tags(project: Path, run_id: str) -> dict[str, str]:
-    """The run's tags, read from the project's own store by a process of its own."""
+def served_class(project: Path) -> str:
+    """`ringflow serve-model` in the project: the class its champion gives a drawn 7; then Ctrl-C, exit 130."""
+    port = free_port()
+    server = subprocess.Popen([RINGFLOW, "serve-model", f"--set=serving.port={port}"], cwd=project,
+                              env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", 120, server)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/ringflow:predict", json.dumps(
+            {"instances": [{"b64": base64.b64encode(drawn_digit(7)).decode()}]}).encode())
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            predicted: str = json.loads(answer.read())["predictions"][0]["classes"]
+    finally:
+        server.send_signal(signal.SIGINT)
+    assert server.wait(30) == 130
+    return predicted
+
+
+def project_runs(project: Path) -> dict[str, dict[str, dict[str, str]]]:
+    """Every run of the project's store: its tags and params, by run id (read by a process of its own)."""
     script = ("import json, sys, mlflow; c = mlflow.MlflowClient(sys.argv[1]); "
-              "print(json.dumps(c.get_run(sys.argv[2]).data.tags))")
-    done = run([str(BIN / "python"), "-c", script, f"sqlite:///{project / 'mlruns' / 'mlflow.db'}", run_id], project,
+              "print(json.dumps({r.info.run_id: {'tags': r.data.tags, 'params': r.data.params} "
+              "for e in c.search_experiments() "
+              "for r in c.search_runs([e.experiment_id])}))")
+    done = run([str(BIN / "python"), "-c", script, f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"], project,
                quiet_env())
     assert done.returncode == 0, done.stderr[-2000:]
-    tags: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return tags
+    runs: dict[str, dict[str, dict[str, str]]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return runs
 
 
 def test_the_command_runs_from_outside_the_checkout_without_its_folders() -> None:
     assert os.access(RINGFLOW, os.X_OK)
     done = subprocess.run([RINGFLOW, "--help"], cwd="/", capture_output=True, text=True, env=user_env())
     assert done.returncode == 0 and "ringflow init [DIR]" in done.stdout
+
+
+def test_a_wheel_of_the_checkout_installed_elsewhere_starts_a_project(tmp_path: Path) -> None:
+    """`pip install` of a wheel built from the checkout (not an editable install: the package's files only, the
+    starter's dvc.yaml and prefect.yaml copied into it) into a folder of its own: its `ringflow init` writes a
+    project and plans a run there (--dry-run: the data prepared, the ranks' launch from the installed code);
+    `ringflow services`, which needs a checkout, says so in one line."""
+    source, installed = tmp_path / "source", tmp_path / "installed"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "pyproject.toml", *CODE_FOLDERS],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    pip = [str(BIN / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    built = run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
+                tmp_path, quiet_env())
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheels").glob("ringflow-*.whl")
+    done = run([*pip, "install", "--no-deps", "--target", str(installed), str(wheel)], tmp_path, quiet_env())
+    assert done.returncode == 0, done.stderr
+    env = user_env(PYTHONPATH=str(installed), PATH=f"{installed / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert run([str(installed / "bin" / "ringflow"), "init", "mine"], tmp_path, env).returncode == 0
+    planned = run(["ringflow", "run", "--dry-run"], tmp_path / "mine", env)
+    assert planned.returncode == 0, (planned.stdout + planned.stderr)[-2000:]
+    assert f"{installed}/tasks/launch/horovodrun_cli.py --mpi -np 2" in planned.stdout  # the installed code launches
+    assert (tmp_path / "mine" / "data" / "prepared" / "manifest.json").is_file()
+    refused = run(["ringflow", "services"], tmp_path / "mine", env)  # its servers need the checkout's scripts/
+    assert refused.returncode == 1 and last_line(refused).startswith("error: ringflow services runs from ringflow's "
+                                                                      "checkout"), refused.stderr

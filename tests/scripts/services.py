@@ -1,5 +1,6 @@
-"""`make services` (scripts/services.sh) for tests: started in a copy of the checkout with its data in a folder of
-its own, stopped, asked through psql; a user's shell pointed at it."""
+"""`make services` (scripts/services.sh) for tests: started in a copy of the checkout (or `ringflow services` in a
+project of the user's own) with its data in a folder of its own, stopped, asked through psql; a user's shell pointed
+at it."""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from tests.helpers import commit_all, copy_checkout, free_port, quiet_env, run, workspace_env
+from tests.helpers import BIN, ROOT, commit_all, copy_checkout, free_port, quiet_env, run, workspace_env
 
 RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
 READY_LINE = "stop: Ctrl-C here, or make services-down"
@@ -37,15 +38,16 @@ class Services:
     process: subprocess.Popen | None = None
     client: dict[str, str] = field(default_factory=dict)
     sigint_ignored: bool = False  # `up` started as a CI runner (or make in a background job) starts it: SIGINT ignored
+    command: tuple[str, ...] = ("bash", "scripts/services.sh")  # in a project: ringflow services
 
     def script(self, *args: str) -> subprocess.CompletedProcess:
-        return run(["bash", "scripts/services.sh", *args], self.repo, self.env, timeout=300)
+        return run([*self.command, *args], self.repo, self.env, timeout=300)
 
     def start(self) -> None:
         """`up`, until it says it is ready (in what it printed this time: the log keeps earlier starts)."""
         before = len(self.log.read_text()) if self.log.exists() else 0
         ignoring = ["env", "--ignore-signal=INT"] if self.sigint_ignored else []
-        self.process = subprocess.Popen([*ignoring, "bash", "scripts/services.sh", "up"], cwd=self.repo, env=self.env,
+        self.process = subprocess.Popen([*ignoring, *self.command, "up"], cwd=self.repo, env=self.env,
                                         stdout=open(self.log, "a"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 300
         while READY_LINE not in self.log.read_text()[before:]:
@@ -96,12 +98,12 @@ OWN_MODEL = "examples/own-image-model/model.py:build"  # a subclassed Keras mode
 
 
 def with_own_model(repo: Path, model: str = OWN_MODEL) -> None:
-    """The copy's params.yaml trains a model of the team's own: `model`, examples/own-image-model's model (copied to
-    the file `model` names when that is another)."""
+    """The repository's params.yaml trains a model of the team's own: `model`, examples/own-image-model's model
+    (copied to the file `model` names when the repository has none there)."""
     path = repo / model.split(":")[0]
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(repo / OWN_MODEL.split(":")[0], path)
+        shutil.copy(ROOT / OWN_MODEL.split(":")[0], path)
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["train"].update(model=model, model_args={"filters": 4, "units": 16})
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -117,14 +119,31 @@ def started_services(checkout: Path, *, sigint_ignored: bool = False, prepare: C
         prepare(repo)
         commit_all(repo, "prepared")
     repo.chmod(0o755)  # the worker's user reads the code it runs (pytest's folders on the way stay closed)
-    home = services_home()
-    env = quiet_env(SERVICES_HOME=str(home), MLFLOW_PORT=str(free_port()), PREFECT_PORT=str(free_port()),
-                    POSTGRES_PORT=str(free_port()), PREFECT_HOME=str(repo / ".prefect"), **settings)
-    env.pop("PREFECT_API_URL", None)
-    started = Services(repo, home, env, repo.parent / "services.log", sigint_ignored=sigint_ignored)
-    started.start()
+    yield from services_in(Services(repo, services_home(), {}, repo.parent / "services.log",
+                                    sigint_ignored=sigint_ignored), settings)
+
+
+def project_services(folder: Path, *, prepare: Callable[[Path], None], **settings: str) -> Iterator[Services]:
+    """`ringflow services` in a project `ringflow init` made in `folder` (changed by `prepare` and committed: its
+    deployments clone that commit); afterwards down and its data removed. The worker's user reads nothing of it."""
+    done = run([str(BIN / "ringflow"), "init", str(folder)], folder.parent, quiet_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    prepare(folder)
+    commit_all(folder, "a team's project")
+    yield from services_in(Services(folder, services_home(), {}, folder.parent / "services.log",
+                                    command=(str(BIN / "ringflow"), "services")), settings)
+
+
+def services_in(services: Services, settings: dict[str, str]) -> Iterator[Services]:
+    """`services` (their home made) started in their repository on free ports; afterwards down and their data
+    removed."""
+    services.env = quiet_env(SERVICES_HOME=str(services.home), MLFLOW_PORT=str(free_port()),
+                             PREFECT_PORT=str(free_port()), POSTGRES_PORT=str(free_port()),
+                             PREFECT_HOME=str(services.repo / ".prefect"), **settings)
+    services.env.pop("PREFECT_API_URL", None)
+    services.start()
     try:
-        yield started
+        yield services
     finally:
-        started.script("down")
-        subprocess.run(["rm", "-rf", str(home)], check=False)
+        services.script("down")
+        subprocess.run(["rm", "-rf", str(services.home)], check=False)

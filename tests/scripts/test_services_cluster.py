@@ -1,9 +1,10 @@
-"""`make services` for a team on the test cluster: the servers bind the head's address on the hosts' network, so
-authentication is on (no request without credentials, credentials in files of mode 0600, no password on any command
-line); a worker of the remote pool on a host pulls the deployment's commit, sets it up and runs it there, tracked on the
-head's servers; that worker checks each flow run against the record of what was deployed (the services'
-deployed-remote.json, copied to the host with client.env) and runs nothing of a pool template changed through the
-API."""
+"""`ringflow services` for a team's project (made by `ringflow init`, with a model of its own) on the test cluster: the
+servers bind the head's address on the hosts' network, so authentication is on (no request without credentials,
+credentials in files of mode 0600, no password on any command line); the project's deployments run a clone of its
+commit, on the local pool's worker and on a worker of the remote pool on a host (with the ringflow installed there),
+tracked on the head's servers; that worker checks each flow run against the record of what was deployed (the
+services' deployed-remote.json, copied to the host with client.env) and runs nothing of a pool template changed
+through the API."""
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,8 @@ import pytest
 import requests
 
 from tasks.launch.remote.addresses import head_address
-from tests.helpers import BIN, run
-from tests.scripts.services import OWN_MODEL, Services, started_services, with_own_model
+from tests.helpers import BIN, ROOT, run
+from tests.scripts.services import OWN_MODEL, Services, project_services, with_own_model
 from tests.scripts.test_serve import prefect_client, template_changed
 from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, on_host
 
@@ -38,7 +39,7 @@ def cluster() -> Iterator[list[str]]:
 
 @pytest.fixture(scope="module")
 def services(cluster: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    yield from started_services(tmp_path_factory.mktemp("team-checkout"), prepare=with_own_model,
+    yield from project_services(tmp_path_factory.mktemp("team") / "project", prepare=with_own_model,
                                 SERVICES_HOST=head_address(cluster))
 
 
@@ -73,7 +74,7 @@ def remote_worker(services: Services) -> Iterator[Path]:
     in its own process group; its log."""
     log = services.repo.parent / f"worker-{H1}.log"
     arguments = f"{services.home}/client.env {services.home}/deployed-remote.json"
-    started = on_host(H1, f"cd {services.repo} && (setsid bash scripts/remote_worker.sh {arguments} > {log} 2>&1 "
+    started = on_host(H1, f"cd {ROOT} && (setsid bash scripts/remote_worker.sh {arguments} > {log} 2>&1 "
                           "< /dev/null & echo $!)")
     assert started.returncode == 0, started.stderr
     worker = int(started.stdout.split()[-1])
@@ -89,7 +90,7 @@ def test_a_remote_worker_without_its_pools_record_starts_nothing(services: Servi
     local = "records the work pool ringflow-local, not ringflow-remote"
     for record, problem in ((tmp_path / "missing.json", "no record of what was deployed"),
                             (services.home / "deployed.json", local)):
-        done = run(["bash", "scripts/remote_worker.sh", client_env, str(record)], services.repo, services.env,
+        done = run(["bash", "scripts/remote_worker.sh", client_env, str(record)], ROOT, services.env,
                    timeout=120)
         assert done.returncode == 2, done.stdout + done.stderr
         last = done.stderr.strip().splitlines()[-1]
@@ -112,21 +113,38 @@ def test_a_remote_pool_template_changed_through_the_api_runs_nothing_on_the_host
     assert len([line for line in remote_worker.read_text().splitlines() if ") refused: " in line]) == 1
 
 
+def deployment_run(services: Services, deployment: str) -> dict[str, dict[str, str]]:
+    """`prefect deployment run training-pipeline/DEPLOYMENT --param epochs=2 --watch` from a user's shell: the
+    MLflow run it made (its info, tags and params, each a dict)."""
+    env = dict(services.env, **services.client)
+    done = run([str(BIN / "prefect"), "deployment", "run", f"training-pipeline/{deployment}", "--param",
+                "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
+    assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
+    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
+    found = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]],
+                                            "order_by": ["attributes.start_time DESC"], "max_results": 1})["runs"][0]
+    return {"info": found["info"], "tags": {tag["key"]: tag["value"] for tag in found["data"]["tags"]},
+            "params": {param["key"]: param["value"] for param in found["data"]["params"]}}
+
+
+def test_a_deployment_of_the_project_runs_its_commit_on_the_local_worker(services: Services) -> None:
+    made = deployment_run(services, "train")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True).stdout
+    assert made["info"]["status"] == "FINISHED" and made["tags"]["mlflow.source.git.commit"] == commit.strip()
+    assert made["tags"]["mlflow.source.git.repoURL"] == str(services.home / "ringflow.git")  # the clone's origin
+    assert made["params"]["model.source"].startswith(f"{OWN_MODEL}@")  # the project's own model file
+    assert not (services.repo / "outputs").exists()  # the worker wrote nothing into the project
+
+
 def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services,
                                                                           remote_worker: Path) -> None:
     """After the refused run too (the test above): the worker goes on. The commit's params.yaml names a model of the
     team's own: the ranks on the host built it from the file the worker pulled."""
-    env = dict(services.env, **services.client)
-    done = run([str(BIN / "prefect"), "deployment", "run", "training-pipeline/train-remote", "--param",
-                "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
-    assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
-    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
-    (found,) = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
-    tags = {tag["key"]: tag["value"] for tag in found["data"]["tags"]}
+    made = deployment_run(services, "train-remote")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=services.repo, capture_output=True, text=True).stdout
-    assert (found["info"]["status"], tags["ringflow.host"]) == ("FINISHED", H1)
-    assert tags["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on the host
-    params = {param["key"]: param["value"] for param in found["data"]["params"]}
-    assert params["train.model"] == OWN_MODEL and params["model.source"].startswith(f"{OWN_MODEL}@")
-    served = list(Path(services.home / "mlflow-artifacts").glob("*/*/artifacts/savedmodel/saved_model.pb"))
+    assert (made["info"]["status"], made["tags"]["ringflow.host"]) == ("FINISHED", H1)
+    assert made["tags"]["mlflow.source.git.commit"] == commit.strip()  # the deployment's commit, pulled on the host
+    assert made["params"]["train.model"] == OWN_MODEL and made["params"]["model.source"].startswith(f"{OWN_MODEL}@")
+    run_id = made["info"]["run_id"]
+    served = list(Path(services.home / "mlflow-artifacts").glob(f"*/{run_id}/artifacts/savedmodel/saved_model.pb"))
     assert len(served) == 1  # through the head's server: the host wrote nothing into the head's store itself

@@ -21,7 +21,7 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.remote.addresses import head_address, is_local
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, TrainParams
-from tests.helpers import ROOT, make_workspace, quiet_env, workspace_env
+from tests.helpers import ROOT, make_project, quiet_env, workspace_env
 from tests.tasks.launch.cluster_hosts import SUBNETS, cluster_up, hosts_of, ranks_on, set_link
 from trainer.protocol import resumed_epochs, weights_digests
 
@@ -216,10 +216,10 @@ def test_this_machine_is_known_by_its_address_on_the_hosts_network(cluster: list
 
 
 def test_a_sweep_runs_one_trial_per_host_at_once(cluster: list[str], tmp_path: Path, prefect_api: str) -> None:
-    """A sweep over the 2 hosts' slots (one slot each), 2 trials at once of np 1: each trial on its own host, both
-    at the same time, both finished, nothing left on either host."""
+    """A sweep in a project of the user's own over the 2 hosts' slots (one slot each), 2 trials at once of np 1:
+    each trial on its own host, both at the same time, both finished, nothing left on either host."""
     from tests.flows.test_sweep import overlapped, sweep, swept
-    workspace = make_workspace(tmp_path / "workspace")
+    workspace = make_project(tmp_path / "project")
     code, said = sweep(workspace, prefect_api, "sweep.method=random", "sweep.trials=2", "sweep.parallel=2",
                        "train.np=1", f"train.hosts={H1}:1,{H2}:1", "train.epochs=2", env=workspace_env(workspace))
     assert code == 0, said[-3000:]

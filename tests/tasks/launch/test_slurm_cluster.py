@@ -17,7 +17,7 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.slurm.commands import job_state
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
-from tests.helpers import BIN, ROOT, make_workspace, run, workspace_env
+from tests.helpers import BIN, ROOT, make_project, make_workspace, quiet_env, run, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
 from tests.tasks.launch.test_cluster import wait_until
 from trainer.protocol import resumed_epochs, weights_digests
@@ -56,15 +56,14 @@ def assert_two_node_training(lines: list[str]) -> None:
     ids=["mpi-srun", "gloo-horovodrun-in-the-allocation-a-user-s-model"])
 def test_horovod_through_slurm_is_a_finished_pipeline_run(cluster: list[str], tmp_path: Path, controller: str,
                                                           start: str, model: str) -> None:
-    """The whole pipeline with train.scheduler slurm, ranks on h1 and h2: the MLflow run FINISHED with every epoch
-    and tagged with the job id, the job COMPLETED in Slurm, both ranks' weights equal. The Gloo job trains a model
-    of the user's own (examples/own-image-model's subclassed model with its own train_step, a file of the
-    workspace): the nodes built it from that file."""
-    workspace = make_workspace(tmp_path / "workspace")
+    """`ringflow run` in a project of the user's own with train.scheduler slurm, ranks on h1 and h2: the MLflow run
+    FINISHED with every epoch and tagged with the job id, the job COMPLETED in Slurm, both ranks' weights equal. The
+    Gloo job trains a model of the user's own (examples/own-image-model's subclassed model with its own train_step,
+    a file of the project): the nodes built it from that file."""
+    workspace = make_project(tmp_path / "project")
     shutil.copy(ROOT / "examples" / "own-image-model" / "model.py", workspace / "models" / "own_net.py")
     overrides = ["train.scheduler=slurm", "train.epochs=4", f"train.controller={controller}", f"train.model={model}"]
-    done = run([str(BIN / "python"), "-m", "flows.pipeline", *[f"--set={item}" for item in overrides]], workspace,
-               workspace_env(workspace))
+    done = run([str(BIN / "ringflow"), "run", *[f"--set={item}" for item in overrides]], workspace, quiet_env())
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     said = done.stdout + done.stderr
     run_id, job_id = RUN_ID.search(said)[1], JOB_ID.search(said)[1]  # type: ignore[index]

@@ -36,10 +36,10 @@ def test_the_source_is_the_flow_or_the_deployment_that_started_the_run() -> None
     assert flow_source("training-pipeline", None) == RunSource("flow training-pipeline", "LOCAL")
     assert flow_source("training-pipeline", "train") == RunSource("training-pipeline/train", "JOB")
     from tasks.project import ringflow_version
-    from tasks.versioning.dvc import code_repository
+    from tasks.versioning.dvc import repository_url
     assert source_tags(RunSource("flow f"), "abc") == {"mlflow.source.name": "flow f", "mlflow.source.type": "LOCAL",
                                                        "mlflow.source.git.commit": "abc",
-                                                       "mlflow.source.git.repoURL": str(code_repository()),
+                                                       "mlflow.source.git.repoURL": repository_url(),
                                                        "ringflow.version": ringflow_version()}
 
 

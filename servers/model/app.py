@@ -1,5 +1,6 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
-(`POST /v1/models/<name>:predict`, `GET /v1/models/<name>`), MLflow's scoring server (`POST /invocations`,
+(`POST /v1/models/<name>[/versions/N | /labels/champion]:predict`, the same paths' status and `/metadata`:
+servers/model/tf_serving.py), MLflow's scoring server (`POST /invocations`,
 `GET /ping`, `GET /health`) and the request limits. Every answer names the version that made it (the header
 X-Model-Version): the one current when its request came, which read it for its input shape. Every refused request
 is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
@@ -29,6 +30,7 @@ from servers.model.protocol import (
     tf_serving_inputs,
 )
 from servers.model.served_model import Answer, ServedModel, TensorAnswer
+from servers.model.tf_serving import metadata, servable, version_status
 from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"
@@ -114,15 +116,6 @@ def what_failed(error: Exception) -> str:
     return lines[-1][:300] if lines else type(error).__name__
 
 
-def status_of(champion: Champion) -> dict[str, Any]:
-    """TensorFlow Serving's model status: the version answering, and one being loaded."""
-    ok = {"error_code": "OK", "error_message": ""}
-    versions = [{"version": champion.model.version, "state": "AVAILABLE", "status": ok}]
-    if champion.loading:
-        versions.insert(0, {"version": champion.loading, "state": "LOADING", "status": ok})
-    return {"model_version_status": versions}
-
-
 def printable(text: str) -> str:
     """`text` with its control and other unprintable characters escaped as Python writes them (\\n, \\x1b)."""
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
@@ -160,21 +153,36 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     for kind in (Refused, Failed, Busy):
         app.add_exception_handler(kind, refused)
 
-    @app.post("/v1/models/{model_name}:predict")
-    async def predict(model_name: str, request: Request) -> JSONResponse:
-        model = champion.current()
-        if model_name != name:
-            raise Refused(404, f"Servable not found for request: Latest({model_name}); this server serves {name}")
+    async def predicted(request: Request, model: ServedModel) -> JSONResponse:
         inputs, result = await computed(request, model, tensor_inputs if model.tensor else tf_serving_inputs)
         if isinstance(result, TensorAnswer):
             return answer(tensor_answer(result, inputs.rows), model)
         return answer(tf_serving_answer(result, inputs.rows), model)
 
+    @app.post("/v1/models/{model_name}:predict")
+    @app.post("/v1/models/{model_name}/versions/{version}:predict")
+    @app.post("/v1/models/{model_name}/labels/{label}:predict")
+    async def predict(model_name: str, request: Request, version: str | None = None,
+                      label: str | None = None) -> JSONResponse:
+        return await predicted(request, servable(champion, name, model_name, version, label))
+
     @app.get("/v1/models/{model_name}")
-    async def model_status(model_name: str, request: Request) -> JSONResponse:
+    @app.get("/v1/models/{model_name}/versions/{version}")
+    @app.get("/v1/models/{model_name}/labels/{label}")
+    async def model_status(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
         if model_name != name:
             raise Refused(404, f"Could not find any versions of model {model_name}")
-        return answer(status_of(champion), champion.model)
+        if version is None or version != champion.loading:  # one being loaded has a status (LOADING) too
+            model = servable(champion, name, model_name, version, label)
+            version = model.version if version or label else None
+        return answer(version_status(champion, version), champion.model)
+
+    @app.get("/v1/models/{model_name}/metadata")
+    @app.get("/v1/models/{model_name}/versions/{version}/metadata")
+    @app.get("/v1/models/{model_name}/labels/{label}/metadata")
+    async def model_metadata(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
+        model = servable(champion, name, model_name, version, label)
+        return answer(metadata(model), model)
 
     @app.post("/invocations")
     async def invocations(request: Request) -> JSONResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class ServedModel:
     strict: Any  # the serving_bytes answer that fails on an image that does not decode (strict_classifier)
     load_seconds: float
     tensor: bool = False  # a tensor model: serving_default takes float32 features "x"
+    signatures: dict[str, Any] = field(default_factory=dict)  # its signature defs, as TensorFlow Serving's metadata
 
     def answer(self, items: list[Any]) -> "Answer | TensorAnswer":
         """The batcher's call: encoded images classified, or a tensor model's instances (arrays) predicted."""
@@ -139,12 +140,14 @@ def loaded(model_name: str, version: str, savedmodel: Path, class_names: list[st
            warm_up: list[bytes]) -> ServedModel:
     """The verified SavedModel loaded, its signatures checked and warmed up."""
     import tensorflow as tf
+
+    from servers.model.tf_serving import signature_defs
     saved = tf.saved_model.load(str(savedmodel))
-    signatures = saved.signatures
+    signatures, defs = saved.signatures, signature_defs(savedmodel)
     inputs = signatures["serving_default"].structured_input_signature[1]
     if "x" in inputs:  # a tensor model
         shape = tuple(inputs["x"].shape[1:])
-        model = ServedModel(model_name, version, class_names, shape, saved, None, 0.0, tensor=True)
+        model = ServedModel(model_name, version, class_names, shape, saved, None, 0.0, tensor=True, signatures=defs)
         model.predict(np.zeros((1, *shape), np.float32))  # its graph built before a request waits for it
         return model
     if BYTES_SIGNATURE not in signatures:
@@ -152,7 +155,7 @@ def loaded(model_name: str, version: str, savedmodel: Path, class_names: list[st
                           "train and register it again")
     shape = tuple(signatures["serving_default"].structured_input_signature[1]["images"].shape[1:])
     model = ServedModel(model_name, version, class_names, shape, saved,
-                        strict_classifier(signatures, shape, class_names), 0.0)
+                        strict_classifier(signatures, shape, class_names), 0.0, signatures=defs)
     model.classify(warm_up)
     saved.signatures[BYTES_SIGNATURE](images_bytes=tf.constant(warm_up))  # the way of an image that does not decode
     return model

@@ -119,6 +119,33 @@ def test_a_digit_drawn_with_pil_gets_its_class_name_and_score(server: Server) ->
     assert set(mlflow_answer["probabilities"]) == set(CLASS_NAMES)
 
 
+def test_tensorflow_serving_s_version_and_label_paths_and_metadata(server: Server) -> None:
+    """The served version by number and by the label champion: the same answer, status and metadata (the
+    SavedModel's signature defs as TensorFlow Serving writes them); another version or label: 404, one error."""
+    base = f"{server.url}/v1/models/ringflow"
+    image = {"instances": [b64(drawn_digit(7))]}
+    status, latest, version = call(f"{base}:predict", image)
+    assert status == 200
+    for path in (f"/versions/{version}", "/labels/champion"):
+        assert call(f"{base}{path}:predict", image)[:2] == (200, latest)
+        assert call(f"{base}{path}")[1] == {"model_version_status": [
+            {"version": version, "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+        described = call(f"{base}{path}/metadata")[1]
+        assert described["model_spec"] == {"name": "ringflow", "signature_name": "", "version": version}
+        signatures = described["metadata"]["signature_def"]["signature_def"]
+        images = signatures["serving_default"]["inputs"]["images"]
+        assert images["dtype"] == "DT_FLOAT" and [dim["size"] for dim in images["tensor_shape"]["dim"]] == \
+            ["-1", "8", "8", "1"]
+        assert signatures["serving_bytes"]["inputs"]["images_bytes"]["dtype"] == "DT_STRING"
+        assert signatures["serving_default"]["method_name"] == "tensorflow/serving/predict"
+    other = str(int(version) + 1)
+    for path, said in ((f"/versions/{other}:predict", f"Specific(ringflow, {other})"),
+                       ("/labels/canary:predict", "Unrecognized servable version label: canary"),
+                       (f"/versions/{other}/metadata", f"Specific(ringflow, {other})")):
+        status, refused, _ = call(f"{base}{path}", image if path.endswith(":predict") else None)
+        assert status == 404 and said in refused["error"], refused
+
+
 def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> None:
     by_bytes = call(f"{server.url}/v1/models/ringflow:predict",
                     {"instances": [b64(png(image)) for image in server.test_images]})[1]["predictions"]
@@ -128,14 +155,14 @@ def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> N
 
 
 def test_a_refused_request_is_one_line_and_a_bad_image_one_error(server: Server) -> None:
-    predict = f"{server.url}/v1/models/ringflow:predict"
+    predict, logged_before = f"{server.url}/v1/models/ringflow:predict", len(server.log.read_text())
     too_large = call(predict, raw=b"{" + b" " * MAX_REQUEST_BYTES + b"}")
     assert too_large[0] == 413 and "over serving.max_request_bytes" in too_large[1]["error"]
     assert call(predict, {"instances": [b64(drawn_digit(1))] * (MAX_INSTANCES + 1)})[0] == 413
     assert call(predict, raw=b"{not json")[0] == 400
     assert call(f"{server.url}/v1/models/other:predict", {"instances": [b64(drawn_digit(1))]})[0] == 404
     assert call(f"{server.url}/invocations", {"dataframe_records": [{"other": 1}]})[1]["error_code"] == "BAD_REQUEST"
-    refused = [line for line in server.log.read_text().splitlines() if "] refused " in line]
+    refused = [line for line in server.log.read_text()[logged_before:].splitlines() if "] refused " in line]
     assert len(refused) == 5 and "(413): a body of" in refused[0] and "(413): 17 images" in refused[1]
     good = png(server.test_images[0])
     answer = call(predict, {"instances": [b64(good), b64(good[:60]), b64(b"")]})[1]["predictions"]

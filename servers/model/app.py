@@ -1,7 +1,7 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
-(`POST /v1/models/<name>[/versions/N | /labels/champion]:predict`, the same paths' status and `/metadata`:
-servers/model/tf_serving.py), MLflow's scoring server (`POST /invocations`,
-`GET /ping`, `GET /health`) and the request limits. Every answer names the version that made it (the header
+(`POST /v1/models/<name>[/versions/N | /labels/champion]:predict` and `:classify`, the same paths' status and
+`/metadata`: servers/model/tf_serving.py), MLflow's scoring server (`POST /invocations`, `GET /ping`, `GET /health`)
+and the request limits. Every answer names the version that made it (the header
 X-Model-Version): the one current when its request came, which read it for its input shape. Every refused request
 is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
 from __future__ import annotations
@@ -30,7 +30,7 @@ from servers.model.protocol import (
     tf_serving_inputs,
 )
 from servers.model.served_model import Answer, ServedModel, TensorAnswer
-from servers.model.tf_serving import metadata, servable, version_status
+from servers.model.tf_serving import classify_answer, classify_inputs, metadata, servable, version_status
 from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"
@@ -130,18 +130,31 @@ def refusal(request: Request, error: Refused | Failed | Busy,
     return JSONResponse(body(str(error)), status_code=error.status)
 
 
-def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI:
-    """The app, answering each request with the model `champion` holds when it comes."""
-    app = FastAPI(title="ringflow model server", docs_url="/docs", redoc_url=None)
-    name = champion.model.name
+@dataclass(frozen=True)
+class Serving:
+    """What every route answers with: the champion's model, the batcher that computes, the request limits."""
+    champion: Champion
+    batcher: Batcher
+    limits: Limits
 
+    @property
+    def name(self) -> str:
+        return self.champion.model.name
+
+    @staticmethod
     def answer(content: dict[str, Any], model: ServedModel) -> JSONResponse:
         return JSONResponse(content, headers={VERSION_HEADER: model.version})
 
-    async def computed(request: Request, model: ServedModel, read: Callable[..., Any]) -> tuple[Any, Any]:
+    async def computed(self, request: Request, model: ServedModel, read: Callable[..., Any]) -> tuple[Any, Any]:
         """The request's inputs, as its protocol's reader `read` takes them, and the model's answer to them."""
-        inputs = read(await document_of(request, limits), limits.max_instances, model.image_shape)
-        return inputs, await answered(batcher, model, inputs, limits.max_image_pixels)
+        inputs = read(await document_of(request, self.limits), self.limits.max_instances, model.image_shape)
+        return inputs, await answered(self.batcher, model, inputs, self.limits.max_image_pixels)
+
+
+def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI:
+    """The app, answering each request with the model `champion` holds when it comes."""
+    app = FastAPI(title="ringflow model server", docs_url="/docs", redoc_url=None)
+    serving = Serving(champion, batcher, limits)
 
     async def refused(request: Request, error: Exception) -> JSONResponse:
         """A request refused (or failed) anywhere on its way, answered in its protocol's words."""
@@ -152,28 +165,51 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
         return refusal(request, error, lambda reason: {"error": reason})  # TensorFlow Serving's
     for kind in (Refused, Failed, Busy):
         app.add_exception_handler(kind, refused)
+    tf_serving_routes(app, serving)
+    tf_serving_status_routes(app, serving)
+    mlflow_routes(app, serving)
+    return app
 
-    async def predicted(request: Request, model: ServedModel) -> JSONResponse:
-        inputs, result = await computed(request, model, tensor_inputs if model.tensor else tf_serving_inputs)
-        if isinstance(result, TensorAnswer):
-            return answer(tensor_answer(result, inputs.rows), model)
-        return answer(tf_serving_answer(result, inputs.rows), model)
+
+def tf_serving_routes(app: FastAPI, serving: Serving) -> None:
+    """TensorFlow Serving's :predict and :classify, of the latest version, a version or a label."""
+    champion, answer = serving.champion, serving.answer
 
     @app.post("/v1/models/{model_name}:predict")
     @app.post("/v1/models/{model_name}/versions/{version}:predict")
     @app.post("/v1/models/{model_name}/labels/{label}:predict")
     async def predict(model_name: str, request: Request, version: str | None = None,
                       label: str | None = None) -> JSONResponse:
-        return await predicted(request, servable(champion, name, model_name, version, label))
+        model = servable(champion, serving.name, model_name, version, label)
+        inputs, result = await serving.computed(request, model, tensor_inputs if model.tensor else tf_serving_inputs)
+        if isinstance(result, TensorAnswer):
+            return answer(tensor_answer(result, inputs.rows), model)
+        return answer(tf_serving_answer(result, inputs.rows), model)
+
+    @app.post("/v1/models/{model_name}:classify")
+    @app.post("/v1/models/{model_name}/versions/{version}:classify")
+    @app.post("/v1/models/{model_name}/labels/{label}:classify")
+    async def classify(model_name: str, request: Request, version: str | None = None,
+                       label: str | None = None) -> JSONResponse:
+        model = servable(champion, serving.name, model_name, version, label)
+        if model.tensor:
+            raise Refused(400, f"{model.name} v{model.version} predicts values, it classifies nothing: use :predict")
+        _, result = await serving.computed(request, model, classify_inputs)
+        return answer(classify_answer(result, model.class_names), model)
+
+
+def tf_serving_status_routes(app: FastAPI, serving: Serving) -> None:
+    """TensorFlow Serving's model status and metadata, of the latest version, a version or a label."""
+    champion, answer = serving.champion, serving.answer
 
     @app.get("/v1/models/{model_name}")
     @app.get("/v1/models/{model_name}/versions/{version}")
     @app.get("/v1/models/{model_name}/labels/{label}")
     async def model_status(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
-        if model_name != name:
+        if model_name != serving.name:
             raise Refused(404, f"Could not find any versions of model {model_name}")
         if version is None or version != champion.loading:  # one being loaded has a status (LOADING) too
-            model = servable(champion, name, model_name, version, label)
+            model = servable(champion, serving.name, model_name, version, label)
             version = model.version if version or label else None
         return answer(version_status(champion, version), champion.model)
 
@@ -181,21 +217,24 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
     @app.get("/v1/models/{model_name}/versions/{version}/metadata")
     @app.get("/v1/models/{model_name}/labels/{label}/metadata")
     async def model_metadata(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
-        model = servable(champion, name, model_name, version, label)
+        model = servable(champion, serving.name, model_name, version, label)
         return answer(metadata(model), model)
+
+
+def mlflow_routes(app: FastAPI, serving: Serving) -> None:
+    """MLflow's scoring server: /invocations of the champion, /ping and /health."""
 
     @app.post("/invocations")
     async def invocations(request: Request) -> JSONResponse:
-        model = champion.current()
-        _, result = await computed(request, model, mlflow_tensor_inputs if model.tensor else mlflow_inputs)
+        model = serving.champion.current()
+        _, result = await serving.computed(request, model, mlflow_tensor_inputs if model.tensor else mlflow_inputs)
         if isinstance(result, TensorAnswer):
-            return answer(mlflow_tensor_answer(result, model.class_names), model)
-        return answer(mlflow_answer(result, model.class_names), model)
+            return serving.answer(mlflow_tensor_answer(result, model.class_names), model)
+        return serving.answer(mlflow_answer(result, model.class_names), model)
 
     @app.get("/ping")
     @app.get("/health")
     async def health() -> JSONResponse:
-        model = champion.model
-        return answer({"status": "ok", "model": model.name, "version": model.version,
-                       "batches": batcher.batches, "images": batcher.images}, model)
-    return app
+        model, batcher = serving.champion.model, serving.batcher
+        return serving.answer({"status": "ok", "model": model.name, "version": model.version,
+                               "batches": batcher.batches, "images": batcher.images}, model)

@@ -1,14 +1,15 @@
 """TensorFlow Serving's REST contract beyond `:predict` on the latest version: a version named by number
 (`/versions/N`) or by label (`/labels/champion`), its status, its metadata (the SavedModel's signature defs, as
-TensorFlow Serving writes them), and the errors' words and codes when the model, version or label is not served."""
+TensorFlow Serving writes them), `:classify` for a classifier, and the errors' words and codes when the model,
+version or label is not served."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from servers.model.champion import Champion
-from servers.model.protocol import Refused
-from servers.model.served_model import ServedModel
+from servers.model.protocol import Inputs, Refused, counted, decoded_b64
+from servers.model.served_model import Answer, ServedModel
 from tasks.tracking.model_registry import CHAMPION
 
 PREDICT_METHOD = "tensorflow/serving/predict"
@@ -56,3 +57,26 @@ def metadata(model: ServedModel) -> dict[str, Any]:
     """GET .../metadata: the version and its signature defs."""
     return {"model_spec": {"name": model.name, "signature_name": "", "version": model.version},
             "metadata": {"signature_def": {"signature_def": model.signatures}}}
+
+
+def classify_inputs(document: Any, max_instances: int, image_shape: tuple[int, ...]) -> Inputs:
+    """The images of a classify request: `examples`, each an object whose one feature is an encoded image
+    (`{"image": {"b64": ...}}`); `context` features are refused (an image model has no shared features)."""
+    if not isinstance(document, dict) or not isinstance(document.get("examples"), list) or not document["examples"]:
+        raise Refused(400, "the body is a JSON object with \"examples\": a non-empty list of objects, each with "
+                           "one feature holding an image ({\"image\": {\"b64\": ...}})")
+    if document.get("context"):
+        raise Refused(400, "\"context\": this model's examples have one feature, the image, and no shared ones")
+    counted(len(document["examples"]), max_instances)
+    return Inputs([decoded_b64(example, f"example {index}") for index, example in enumerate(document["examples"])],
+                  None)
+
+
+def classify_answer(answer: Answer, class_names: list[str]) -> dict[str, Any]:
+    """TensorFlow Serving's classify response: per example, every class with its score; Refused (400) naming the
+    first example whose image could not be used (a classification has no per-example error)."""
+    for index, error in enumerate(answer.errors):
+        if error:
+            raise Refused(400, f"example {index}: {error}")
+    return {"results": [[[name, float(score)] for name, score in zip(class_names, scores)]
+                        for scores in answer.scores]}

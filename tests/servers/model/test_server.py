@@ -146,6 +146,21 @@ def test_tensorflow_serving_s_version_and_label_paths_and_metadata(server: Serve
         assert status == 404 and said in refused["error"], refused
 
 
+def test_classify_gives_every_class_its_score_as_the_prediction_does(server: Server) -> None:
+    base = f"{server.url}/v1/models/ringflow"
+    images = [png(image) for image in server.test_images[:3]]
+    predicted = call(f"{base}:predict", {"instances": [b64(image) for image in images]})[1]["predictions"]
+    status, classified, _ = call(f"{base}/labels/champion:classify", {"examples": [
+        {"image": b64(image)} for image in images]})
+    assert status == 200 and len(classified["results"]) == 3
+    for result, prediction in zip(classified["results"], predicted):
+        assert [label for label, _ in result] == CLASS_NAMES
+        assert np.allclose([score for _, score in result], prediction["scores"], atol=1e-6)
+    broken = call(f"{base}:classify", {"examples": [{"image": b64(images[0])}, {"image": b64(images[0][:60])}]})
+    assert broken[0] == 400 and broken[1]["error"].startswith("example 1: not decodable"), broken
+    assert call(f"{base}:classify", {"examples": []})[0] == 400
+
+
 def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> None:
     by_bytes = call(f"{server.url}/v1/models/ringflow:predict",
                     {"instances": [b64(png(image)) for image in server.test_images]})[1]["predictions"]

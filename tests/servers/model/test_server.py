@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, ROOT, drawn_digit, free_port, quiet_env, read_split, wait_for_http
+from tests.helpers import PYTHON, ROOT, drawn_digit, free_port, quiet_env, read_split, run, wait_for_http
 
 pytestmark = pytest.mark.slow
 CLASS_NAMES = [f"digit {index}" for index in range(10)]
@@ -159,6 +159,35 @@ def test_classify_gives_every_class_its_score_as_the_prediction_does(server: Ser
     broken = call(f"{base}:classify", {"examples": [{"image": b64(images[0])}, {"image": b64(images[0][:60])}]})
     assert broken[0] == 400 and broken[1]["error"].startswith("example 1: not decodable"), broken
     assert call(f"{base}:classify", {"examples": []})[0] == 400
+
+
+def oip_client(url: str, kind: str, *given: str) -> dict[str, Any]:
+    """What Triton's own client (tests/servers/model/oip_client.py, in .venv-oip) was told by the server."""
+    done = run([str(ROOT / ".venv-oip" / "bin" / "python"), str(Path(__file__).with_name("oip_client.py")),
+                url.removeprefix("http://"), "ringflow", kind, *given], ROOT, quiet_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    told: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return told
+
+
+def test_a_client_of_the_open_inference_protocol_gets_what_tensorflow_serving_s_gives(server: Server,
+                                                                                       tmp_path: Path) -> None:
+    """tritonclient[http] sends encoded images as BYTES (the binary tensor data extension): the same classes and
+    scores as TensorFlow Serving's :predict; the server, the model and its version are ready, another model or
+    version is not (404)."""
+    files = []
+    for index, image in enumerate(server.test_images[:3]):
+        files.append(tmp_path / f"{index}.png")
+        files[-1].write_bytes(png(image))
+    told = oip_client(server.url, "images", *map(str, files))
+    predicted = call(f"{server.url}/v1/models/ringflow:predict", {
+        "instances": [b64(path.read_bytes()) for path in files]})[1]["predictions"]
+    assert (told["live"], told["ready"], told["model_ready"], told["other_ready"]) == (True, True, True, False)
+    assert [item["name"] for item in told["metadata"]["inputs"]] == ["images_bytes", "images"]
+    assert told["answer"]["classes"] == [row["classes"] for row in predicted]
+    assert np.allclose(told["answer"]["scores"], [row["scores"] for row in predicted], atol=1e-6)
+    assert told["by_version"] == told["answer"]
+    assert "[404] Servable not found for request: Specific(ringflow, 999)" in told["other_version"]["error"]
 
 
 def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import free_port, wait_for_http
-from tests.servers.model.test_server import call, start
+from tests.servers.model.test_server import call, oip_client, start
 
 pytestmark = pytest.mark.slow
 FEATURES = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0], [0.0, 0.0, 0.0]], np.float32)
@@ -83,6 +83,13 @@ def test_instances_and_inputs_of_numbers_get_the_model_s_predictions(tensor_serv
                  {"dataframe_split": {"columns": ["a", "b", "c"], "data": rows}})[1]
     assert np.allclose(split["predictions"], tensor_server.expected, atol=1e-5)
     assert call(f"{tensor_server.url}/health")[1]["images"] >= 3 * len(rows)  # through the batcher
+
+
+def test_a_client_of_the_open_inference_protocol_sends_fp32_rows(tensor_server: TensorServer) -> None:
+    told = oip_client(tensor_server.url, "tensor", json.dumps(FEATURES.tolist()))
+    assert told["model_ready"] and told["metadata"]["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 3]}]
+    (name,) = told["answer"]
+    assert np.allclose(told["answer"][name], tensor_server.expected, atol=1e-5)
 
 
 def test_a_wrong_shape_or_a_non_number_is_a_400_of_one_line(tensor_server: TensorServer) -> None:

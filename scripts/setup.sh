@@ -59,6 +59,8 @@ test_packages() {  # what only the tests use
   # the sweep comparison's browser test (MLflow's UI in a real browser through Selenium)
   command -v chromium >/dev/null || echo chromium
   command -v chromedriver >/dev/null || echo chromium-driver
+  # the model server's metrics scraped by a real Prometheus (servers/prometheus.py)
+  command -v prometheus >/dev/null || echo prometheus
 }
 
 ensure_debian_packages() {

@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -257,3 +257,13 @@ def numbered_data(folder: Path, count: int = 1000, min_shards: int = 8) -> Path:
     prepare(DataParams(dataset=f"npz:{folder / 'numbered.npz'}", min_shards=min_shards), folder / "prepared",
             progress=False)
     return folder / "prepared"
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll `condition` about twice a second for at most `seconds` (a bounded wait, not a speed goal)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()

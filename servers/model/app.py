@@ -1,10 +1,10 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
 (`POST /v1/models/<name>[/versions/N | /labels/champion]:predict` and `:classify`, the same paths' status and
 `/metadata`: servers/model/tf_serving.py), the Open Inference Protocol (`/v2/...`: servers/model/open_inference.py),
-MLflow's scoring server (`POST /invocations`, `GET /ping`, `GET /health`)
-and the request limits. Every answer names the version that made it (the header
-X-Model-Version): the one current when its request came, which read it for its input shape. Every refused request
-is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
+Prometheus metrics (`/metrics`: servers/model/metrics.py), MLflow's scoring server (`POST /invocations`, `GET /ping`,
+`GET /health`) and the request limits. Every answer names the version that made it (the header X-Model-Version): the
+one current when its request came, which read it for its input shape. Every refused request is one line of the log,
+what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from servers.model.batcher import Batcher, Busy
 from servers.model.champion import Champion, log
+from servers.model.metrics import VERSION_HEADER, Metrics
 from servers.model.open_inference import HEADER_LENGTH, infer_answer, infer_inputs, model_metadata, split_body
 from servers.model.protocol import (
     Inputs,
@@ -35,8 +36,6 @@ from servers.model.served_model import Answer, ServedModel, TensorAnswer
 from servers.model.tf_serving import classify_answer, classify_inputs, metadata, servable, version_status
 from tasks.project import ringflow_version
 from trainer.serving_bytes import size_refusal
-
-VERSION_HEADER = "X-Model-Version"
 
 
 @dataclass(frozen=True)
@@ -139,6 +138,7 @@ class Serving:
     champion: Champion
     batcher: Batcher
     limits: Limits
+    metrics: Metrics
 
     @property
     def name(self) -> str:
@@ -151,13 +151,25 @@ class Serving:
     async def computed(self, request: Request, model: ServedModel, read: Callable[..., Any]) -> tuple[Any, Any]:
         """The request's inputs, as its protocol's reader `read` takes them, and the model's answer to them."""
         inputs = read(await document_of(request, self.limits), self.limits.max_instances, model.image_shape)
-        return inputs, await answered(self.batcher, model, inputs, self.limits.max_image_pixels)
+        return inputs, await self.result(model, inputs)
+
+    async def result(self, model: ServedModel, inputs: Inputs) -> Answer | TensorAnswer:
+        """The model's answer to the inputs, its unusable images counted."""
+        result = await answered(self.batcher, model, inputs, self.limits.max_image_pixels)
+        self.metrics.answered(result)
+        return result
 
 
 def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI:
     """The app, answering each request with the model `champion` holds when it comes."""
     app = FastAPI(title="ringflow model server", docs_url="/docs", redoc_url=None)
-    serving = Serving(champion, batcher, limits)
+    serving = Serving(champion, batcher, limits, Metrics(champion, lambda: batcher.queued))
+    batcher.on_batch = serving.metrics.batch_size.observe
+    app.middleware("http")(serving.metrics.timed)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(serving.metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def refused(request: Request, error: Exception) -> JSONResponse:
         """A request refused (or failed) anywhere on its way, answered in its protocol's words."""
@@ -257,7 +269,7 @@ def open_inference_routes(app: FastAPI, serving: Serving) -> None:
         model = servable(champion, serving.name, model_name, version)
         document, binary = split_body(await body_of(request, serving.limits), request.headers.get(HEADER_LENGTH))
         inputs = infer_inputs(document, binary, model, serving.limits.max_instances)
-        result = await answered(serving.batcher, model, inputs, serving.limits.max_image_pixels)
+        result = await serving.result(model, inputs)
         return serving.answer(infer_answer(result, model, document.get("id")), model)
 
 

@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from servers.model.served_model import Answer, ServedModel, TensorAnswer
 
@@ -53,6 +53,7 @@ class Batcher:
         self._held: list[Waiting | None] = []  # what ended the last gathering: a request that did not fit (the
         # next batch's first) or the stop
         self.batches = self.images = 0  # how many batches ran, of how many images (the status tells)
+        self.on_batch: Callable[[int], None] = lambda size: None  # told each batch's size (the metrics)
         self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
         self._thread.start()
 
@@ -66,6 +67,11 @@ class Batcher:
         except queue.Full:
             raise Busy() from None
         return await waiting.answer
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the model now."""
+        return self._queue.qsize()
 
     def close(self) -> None:
         """Stop after the batches already asked for."""
@@ -105,7 +111,9 @@ class Batcher:
             for waiting in batch:
                 waiting.loop.call_soon_threadsafe(settle, waiting.answer, error, True)
             return
-        self.batches, self.images = self.batches + 1, self.images + sum(len(waiting.images) for waiting in batch)
+        size = sum(len(waiting.images) for waiting in batch)
+        self.batches, self.images = self.batches + 1, self.images + size
+        self.on_batch(size)
         start = 0
         for waiting in batch:
             rows = answer.rows(start, start + len(waiting.images))

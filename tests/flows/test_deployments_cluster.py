@@ -10,9 +10,8 @@ from typing import Iterator
 import pytest
 
 from tests.flows.test_deployments import Served, api_call, serving
-from tests.helpers import BIN, run
+from tests.helpers import BIN, run, wait_until
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
-from tests.tasks.launch.test_cluster import wait_until
 from tests.tasks.launch.test_slurm_cluster import job_field, no_rank_left
 
 pytestmark = pytest.mark.slow  # make serve, the test cluster, its Slurm

@@ -15,7 +15,9 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,7 +25,17 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, ROOT, drawn_digit, free_port, quiet_env, read_split, run, wait_for_http
+from tests.helpers import (
+    PYTHON,
+    ROOT,
+    drawn_digit,
+    free_port,
+    quiet_env,
+    read_split,
+    run,
+    wait_for_http,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 CLASS_NAMES = [f"digit {index}" for index in range(10)]
@@ -188,6 +200,63 @@ def test_a_client_of_the_open_inference_protocol_gets_what_tensorflow_serving_s_
     assert np.allclose(told["answer"]["scores"], [row["scores"] for row in predicted], atol=1e-6)
     assert told["by_version"] == told["answer"]
     assert "[404] Servable not found for request: Specific(ringflow, 999)" in told["other_version"]["error"]
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """A sample's value in Prometheus's text format (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + ("{" if labels else " ")) and all(f'{key}="{value}"' in line
+                                                                    for key, value in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def prometheus_value(api: str, query: str) -> float | None:
+    """The value Prometheus's query API gives a query that selects one series (None before it has one)."""
+    url = f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            result = json.loads(answer.read())["data"]["result"]
+    except OSError:
+        return None
+    return float(result[0]["value"][1]) if len(result) == 1 else None
+
+
+def scraped(api: str, query: str, wanted: float) -> bool:
+    """Whether Prometheus gives `wanted` for the query within a minute (it scrapes every half second)."""
+    return wait_until(lambda: prometheus_value(api, query) == wanted, 60)
+
+
+def test_prometheus_scrapes_requests_batches_and_refused_images(server: Server, tmp_path: Path) -> None:
+    """A real Prometheus (servers/prometheus.py) scrapes /metrics during a short load of 12 requests at once, each
+    with a good image and an empty one: its query API gives the requests by route, version and status, their
+    latency, the batches and the empty images as the server counts them."""
+    from servers.prometheus import start as start_prometheus
+    port = free_port()
+    prometheus = start_prometheus(tmp_path / "prometheus", [server.url.removeprefix("http://")], port, 0.5)
+    try:
+        before = urllib.request.urlopen(f"{server.url}/metrics", timeout=10).read().decode()
+        body = {"instances": [b64(png(server.test_images[0])), b64(b"")]}
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda _: call(f"{server.url}/v1/models/ringflow:predict", body), range(12)))
+        version = answers[0][2]
+        assert [status for status, _, _ in answers] == [200] * 12
+        after = urllib.request.urlopen(f"{server.url}/metrics", timeout=10).read().decode()
+        route = "/v1/models/{model_name}:predict"
+        requests = ("ringflow_serving_requests_total", {"route": route, "version": version, "status": "200"})
+        assert metric(after, requests[0], **requests[1]) - metric(before, requests[0], **requests[1]) == 12
+        empty = ("ringflow_serving_images_refused_total", {"reason": "empty"})
+        assert metric(after, empty[0], **empty[1]) - metric(before, empty[0], **empty[1]) == 12
+        for name, labels in (requests, empty, ("ringflow_serving_batch_size_sum", {}),
+                             ("ringflow_serving_request_seconds_count", {"route": route})):
+            selector = ",".join(f'{key}="{value}"' for key, value in labels.items())
+            wanted = metric(after, name, **labels)
+            assert scraped(f"http://127.0.0.1:{port}", f"{name}{{{selector}}}", wanted), \
+                (name, wanted, (tmp_path / "prometheus" / "prometheus.log").read_text()[-2000:])
+        assert metric(after, "ringflow_serving_model_version_info", version=version) == 1
+    finally:
+        prometheus.terminate()
+        prometheus.wait(30)
 
 
 def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> None:

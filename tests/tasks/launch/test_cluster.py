@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -230,11 +230,3 @@ def test_a_sweep_runs_one_trial_per_host_at_once(cluster: list[str], tmp_path: P
     assert ranks_on(H1) == [] and ranks_on(H2) == []
 
 
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    """Poll `condition` about twice a second for at most `seconds` (a bounded wait, not a speed goal)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.5)
-    return condition()

@@ -17,9 +17,8 @@ from tasks.launch.preflight import PreflightError, check_launch
 from tasks.launch.slurm.commands import job_state
 from tasks.outputs.evaluate import evaluate
 from tasks.params import Params, SlurmParams, TrainParams, load_params
-from tests.helpers import BIN, ROOT, make_project, make_workspace, quiet_env, run, workspace_env
+from tests.helpers import BIN, ROOT, make_project, make_workspace, quiet_env, run, wait_until, workspace_env
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
-from tests.tasks.launch.test_cluster import wait_until
 from trainer.protocol import resumed_epochs, weights_digests
 
 pytestmark = pytest.mark.slow  # real Slurm daemons, munge, Horovod and TensorFlow across two nodes

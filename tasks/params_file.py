@@ -114,6 +114,9 @@ COMMENTS: dict[str, str] = {  # a section or a dotted key -> what it does (its d
     "serving.keep_alive_seconds": "an idle connection between requests is closed after this",
     "serving.max_queued_requests": ("requests waiting for the model; more: 429, as TensorFlow Serving's "
                                     "RESOURCE_EXHAUSTED"),
+    "serving.log_fraction": "share of the served images (instances) logged with their answers; 0: none",
+    "serving.log_max_per_second": "items logged per second at most; past it, a sample of them (never a request's wait)",
+    "serving.log_dir": "the hourly Parquet files of logged predictions; null: outputs/predictions",
 }
 
 

@@ -19,10 +19,12 @@ import numpy as np
 from servers.model.app import Limits, serving_app
 from servers.model.batcher import Batcher
 from servers.model.champion import Champion, ChampionWatcher, log
+from servers.model.prediction_log import PredictionLog
 from servers.model.served_model import NotServable, ServedModel, champion_version, load_version, no_champion
 from tasks import logs
 from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
+from tasks.paths import OUTPUTS_DIR, resolve_path
 from tasks.tracking.model_registry import encoded_examples
 from tasks.tracking.server import use_tracking
 
@@ -123,8 +125,10 @@ def serve(params: Params, wait: bool) -> None:
     champion = Champion(first_champion(params, warm_up, wait))
     batcher = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, settings.max_queued_requests)
     watcher = ChampionWatcher(champion, settings.poll_seconds, warm_up)
+    predictions = PredictionLog(resolve_path(settings.log_dir) if settings.log_dir else OUTPUTS_DIR / "predictions",
+                                settings.log_fraction, settings.log_max_per_second) if settings.log_fraction else None
     app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances,
-                                                settings.max_image_pixels, settings.read_timeout_seconds))
+                                                settings.max_image_pixels, settings.read_timeout_seconds), predictions)
     model, url = champion.model, f"http://{settings.host}:{settings.port}"
     log.info(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
         f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")
@@ -137,6 +141,8 @@ def serve(params: Params, wait: bool) -> None:
     finally:
         watcher.close()
         batcher.close()
+        if predictions is not None:
+            predictions.close()
 
 
 def main(argv: list[str] | None = None) -> int:

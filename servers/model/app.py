@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -20,6 +22,7 @@ from servers.model.batcher import Batcher, Busy
 from servers.model.champion import Champion, log
 from servers.model.metrics import VERSION_HEADER, Metrics
 from servers.model.open_inference import HEADER_LENGTH, infer_answer, infer_inputs, model_metadata, split_body
+from servers.model.prediction_log import PredictionLog, served_items
 from servers.model.protocol import (
     Inputs,
     Refused,
@@ -139,6 +142,7 @@ class Serving:
     batcher: Batcher
     limits: Limits
     metrics: Metrics
+    predictions: PredictionLog | None = None  # the log of served items (None: serving.log_fraction 0)
 
     @property
     def name(self) -> str:
@@ -151,20 +155,34 @@ class Serving:
     async def computed(self, request: Request, model: ServedModel, read: Callable[..., Any]) -> tuple[Any, Any]:
         """The request's inputs, as its protocol's reader `read` takes them, and the model's answer to them."""
         inputs = read(await document_of(request, self.limits), self.limits.max_instances, model.image_shape)
-        return inputs, await self.result(model, inputs)
+        return inputs, await self.result(request, model, inputs)
 
-    async def result(self, model: ServedModel, inputs: Inputs) -> Answer | TensorAnswer:
-        """The model's answer to the inputs, its unusable images counted."""
+    async def result(self, request: Request, model: ServedModel, inputs: Inputs) -> Answer | TensorAnswer:
+        """The model's answer to the inputs, its unusable images counted, its items offered to the log."""
+        started = time.perf_counter()
         result = await answered(self.batcher, model, inputs, self.limits.max_image_pixels)
         self.metrics.answered(result)
+        if self.predictions is not None:
+            latency_ms = (time.perf_counter() - started) * 1000
+            self.predictions.offer(served_items(inputs, result, model.version, request_id(request), latency_ms),
+                                   model.tensor)
         return result
 
 
-def serving_app(champion: Champion, batcher: Batcher, limits: Limits) -> FastAPI:
+def request_id(request: Request) -> str:
+    """The client's X-Request-Id (printable, at most 64 characters), else one made for the request."""
+    given = request.headers.get("x-request-id", "")
+    return given if 0 < len(given) <= 64 and given.isprintable() else uuid.uuid4().hex
+
+
+def serving_app(champion: Champion, batcher: Batcher, limits: Limits,
+                predictions: PredictionLog | None = None) -> FastAPI:
     """The app, answering each request with the model `champion` holds when it comes."""
     app = FastAPI(title="ringflow model server", docs_url="/docs", redoc_url=None)
-    serving = Serving(champion, batcher, limits, Metrics(champion, lambda: batcher.queued))
+    serving = Serving(champion, batcher, limits, Metrics(champion, lambda: batcher.queued), predictions)
     batcher.on_batch = serving.metrics.batch_size.observe
+    if predictions is not None:
+        predictions.on_drop = serving.metrics.log_dropped.inc
     app.middleware("http")(serving.metrics.timed)
 
     @app.get("/metrics")
@@ -269,7 +287,7 @@ def open_inference_routes(app: FastAPI, serving: Serving) -> None:
         model = servable(champion, serving.name, model_name, version)
         document, binary = split_body(await body_of(request, serving.limits), request.headers.get(HEADER_LENGTH))
         inputs = infer_inputs(document, binary, model, serving.limits.max_instances)
-        result = await serving.result(model, inputs)
+        result = await serving.result(request, model, inputs)
         return serving.answer(infer_answer(result, model, document.get("id")), model)
 
 

@@ -61,6 +61,8 @@ class Metrics:
                                     buckets=BATCH_BUCKETS, registry=self.registry)
         self.refused_images = Counter(f"{PREFIX}_images_refused", "Images the model could not use, by reason",
                                       ["reason"], registry=self.registry)
+        self.log_dropped = Counter(f"{PREFIX}_log_dropped", "Served items not logged: the log's queue was full",
+                                   registry=self.registry)
         queue_depth = Gauge(f"{PREFIX}_queue_depth", "Requests waiting for the model", registry=self.registry)
         queue_depth.set_function(lambda: float(queued()))
         self.registry.register(ChampionCollector(champion))

@@ -210,7 +210,8 @@ def test_a_server_waiting_for_a_champion_waits_past_one_it_refuses(registry: Reg
     registry.champion(unsigned)
     port, log = free_port(), tmp_path / "server.log"
     waiting = subprocess.Popen([PYTHON, "-m", "servers.model", "--wait-for-champion", "--set", f"serving.port={port}",
-                                "--set", "serving.poll_seconds=1"], cwd=ROOT,
+                                "--set", "serving.poll_seconds=1", "--set", f"serving.log_dir={tmp_path / 'logged'}"],
+                               cwd=ROOT,
                                env=quiet_env(MLFLOW_TRACKING_URI=registry.uri), stdout=open(log, "w"),
                                stderr=subprocess.STDOUT)
     try:

@@ -79,9 +79,15 @@ def register(uri: str, digits_data: Path, folder: Path, epochs: int) -> str:
     return version
 
 
+def predictions_dir(log: Path) -> Path:
+    """Where the server that writes `log` logs its predictions (beside it, never in the checkout)."""
+    return log.with_name(f"{log.stem}-predictions")
+
+
 def start(uri: str, port: int, log: Path, *overrides: str) -> subprocess.Popen:
     settings = [f"serving.port={port}", "serving.poll_seconds=1", f"serving.max_instances={MAX_INSTANCES}",
-                f"serving.max_request_bytes={MAX_REQUEST_BYTES}", *overrides]
+                f"serving.max_request_bytes={MAX_REQUEST_BYTES}", f"serving.log_dir={predictions_dir(log)}",
+                *overrides]
     return subprocess.Popen([PYTHON, "-m", "servers.model", *[word for item in settings for word in ("--set", item)]],
                             cwd=ROOT, env=quiet_env(MLFLOW_TRACKING_URI=uri), stdout=open(log, "w"),
                             stderr=subprocess.STDOUT)
@@ -257,6 +263,32 @@ def test_prometheus_scrapes_requests_batches_and_refused_images(server: Server, 
     finally:
         prometheus.terminate()
         prometheus.wait(30)
+
+
+def test_served_items_are_logged_with_their_summary_and_answer_in_hourly_parquet_files(server: Server) -> None:
+    """A request of a good image and an empty one, with the client's X-Request-Id: both items in a Parquet file of
+    the hour's folder within the log's flush time, the image's size, channels and brightness, the answer, the
+    empty one's error (and no features: it was not decoded)."""
+    import pyarrow.parquet as pq
+    request_id, image = f"logged-{time.monotonic_ns()}", server.test_images[0]
+    body = json.dumps({"instances": [b64(png(image)), b64(b"")]}).encode()
+    request = urllib.request.Request(f"{server.url}/v1/models/ringflow:predict", body, {"X-Request-Id": request_id})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        predicted = json.loads(answer.read())["predictions"]
+    folder, rows = predictions_dir(server.log), []
+
+    def logged() -> bool:
+        rows[:] = [row for part in folder.glob("*/part-*.parquet") for row in pq.read_table(part).to_pylist()
+                   if row["request_id"] == request_id]
+        return len(rows) == 2
+    assert wait_until(logged, 30), sorted(folder.rglob("*"))
+    good, empty = sorted(rows, key=lambda row: row["item"])
+    assert (good["kind"], good["height"], good["width"], good["channels"]) == ("image", 8, 8, 1)
+    assert abs(good["mean"] - image.astype(np.uint8).mean()) < 1e-3 and good["error"] == ""
+    assert good["answer"] == predicted[0]["classes"] and abs(good["score"] - max(predicted[0]["scores"])) < 1e-6
+    assert good["model_version"] and good["latency_ms"] > 0
+    assert empty["error"] == "empty: no image bytes" and empty["height"] is None and empty["answer"] == ""
+    assert not list(folder.glob("*/.*"))  # no file half written
 
 
 def test_png_bytes_and_float_pixels_of_the_test_split_agree(server: Server) -> None:

@@ -1,0 +1,175 @@
+"""Served predictions, logged for later analysis (drift, warm-up from real traffic): a sample of the served items
+(serving.log_fraction of them, at most serving.log_max_per_second) with the time, the request's id, the version,
+the input's summary features (an image: its size, channels, the mean and spread of its brightness; a tensor: its
+values, or their summary when there are more than TENSOR_VALUES) and the answer, written by a thread of its own as
+Parquet files, a folder an hour (LOG_DIR/YYYY-MM-DDTHH/part-*.parquet, each written whole, then renamed into place).
+No request waits for it: items go to a bounded queue, and one that does not fit is dropped and counted."""
+from __future__ import annotations
+
+import io
+import os
+import queue
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.logs import logger
+
+log = logger("serve-model")
+QUEUE_ITEMS = 4096  # items waiting to be written; more: dropped (counted)
+FLUSH_SECONDS = 10.0  # a file at most this often (and at the hour's change, and at the end)
+TENSOR_VALUES = 64  # a tensor instance of more values is logged as its summary
+
+
+@dataclass(frozen=True)
+class Served:
+    """One served item: its input (encoded image bytes, float pixels or a tensor instance) and its answer."""
+    time: float
+    request_id: str
+    version: str
+    item: int
+    given: bytes | np.ndarray
+    answer: str
+    score: float
+    error: str
+    latency_ms: float
+
+
+def schema() -> Any:
+    """The files' columns: every row has them all (null where they do not apply)."""
+    import pyarrow as pa
+    floats = ("mean", "spread", "minimum", "maximum")
+    return pa.schema([("time", pa.timestamp("us", tz="UTC")), ("request_id", pa.string()),
+                      ("model_version", pa.string()), ("item", pa.int32()), ("kind", pa.string()),
+                      ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
+                      *[(name, pa.float64()) for name in floats], ("values", pa.list_(pa.float32())),
+                      ("answer", pa.string()), ("score", pa.float64()), ("error", pa.string()),
+                      ("latency_ms", pa.float64())])
+
+
+def served_items(inputs: Any, result: Any, version: str, request_id: str, latency_ms: float) -> list[Served]:
+    """A request's items as served: each input (Inputs: encoded images, pixels or a tensor model's instances) with
+    its row of the answer (an Answer's class, best score and error; a TensorAnswer's first output's first value)."""
+    given = inputs.encoded if inputs.encoded is not None else inputs.pixels if inputs.pixels is not None \
+        else inputs.features
+    now, served = time.time(), []
+    for index in range(len(given)):
+        if hasattr(result, "classes"):
+            answer, error = str(result.classes[index]), result.errors[index]
+            score = 0.0 if error else float(np.max(result.scores[index]))
+        else:
+            answer, error = "", ""
+            score = float(np.asarray(next(iter(result.outputs.values()))[index]).ravel()[0])
+        served.append(Served(now, request_id, version, index, given[index], answer, score, error, latency_ms))
+    return served
+
+
+def image_summary(given: bytes | np.ndarray) -> dict[str, Any]:
+    """An image's width, height, channels and the mean and spread of its brightness (0..255)."""
+    if isinstance(given, bytes):
+        from PIL import Image
+        with Image.open(io.BytesIO(given)) as image:
+            bands = len(image.getbands())
+            brightness = np.asarray(image.convert("L"), np.float32)
+    else:
+        bands, brightness = given.shape[-1], given.astype(np.float32).mean(axis=-1)
+    return {"kind": "image", "height": brightness.shape[0], "width": brightness.shape[1], "channels": bands,
+            "mean": float(brightness.mean()), "spread": float(brightness.std())}
+
+
+def tensor_summary(given: np.ndarray) -> dict[str, Any]:
+    """A tensor instance's values (or, past TENSOR_VALUES of them, their mean, spread, minimum and maximum)."""
+    values = given.astype(np.float32).ravel()
+    summary = {"kind": "tensor", "mean": float(values.mean()), "spread": float(values.std()),
+               "minimum": float(values.min()), "maximum": float(values.max())}
+    return summary | ({"values": values.tolist()} if values.size <= TENSOR_VALUES else {})
+
+
+def row(served: Served, tensor: bool) -> dict[str, Any]:
+    """The Parquet row of a served item: what was asked, of which version, its summary features and answer."""
+    features: dict[str, Any] = {"kind": "tensor" if tensor else "image"}
+    if not served.error:  # an image the model could not use is not decoded here either
+        features = tensor_summary(np.asarray(served.given)) if tensor else image_summary(served.given)
+    return {"time": datetime.fromtimestamp(served.time, timezone.utc), "request_id": served.request_id,
+            "model_version": served.version, "item": served.item, **features, "answer": served.answer,
+            "score": served.score, "error": served.error, "latency_ms": served.latency_ms}
+
+
+class PredictionLog:
+    """The sampler in front of the queue (called on the event loop) and the thread that writes the files."""
+
+    def __init__(self, folder: Path, fraction: float, max_per_second: float) -> None:
+        self.folder, self._fraction, self._rate = folder, fraction, max_per_second
+        self.on_drop: Callable[[], None] = lambda: None  # told of each dropped item (the metrics)
+        self._tokens, self._refilled = max_per_second, time.monotonic()
+        self._queue: queue.Queue[tuple[Served, bool] | None] = queue.Queue(QUEUE_ITEMS)
+        self.written = self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="prediction-log", daemon=True)
+        self._thread.start()
+
+    def offer(self, items: list[Served], tensor: bool) -> None:
+        """Queue a sample of a request's items; never waits (an item that does not fit is dropped, counted)."""
+        now = time.monotonic()
+        self._tokens = min(self._rate, self._tokens + (now - self._refilled) * self._rate)
+        self._refilled = now
+        for served in items:
+            if self._fraction < 1 and random.random() >= self._fraction or self._tokens < 1:
+                continue
+            self._tokens -= 1
+            try:
+                self._queue.put_nowait((served, tensor))
+            except queue.Full:
+                self.dropped += 1
+                self.on_drop()
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        rows: list[dict[str, Any]] = []
+        flushed, stop = time.monotonic(), False
+        while not stop:
+            try:
+                waiting = self._queue.get(timeout=max(0.1, FLUSH_SECONDS - (time.monotonic() - flushed)))
+                stop = waiting is None
+                if waiting is not None:
+                    rows.append(self._row(*waiting))
+            except queue.Empty:  # time to write what there is
+                pass
+            if rows and (stop or time.monotonic() - flushed >= FLUSH_SECONDS):
+                self._write(rows)
+                rows, flushed = [], time.monotonic()
+
+    def _row(self, served: Served, tensor: bool) -> dict[str, Any]:
+        try:
+            return row(served, tensor)
+        except Exception as error:  # an input PIL cannot read as TensorFlow did: logged without its features
+            return row(Served(**{**served.__dict__, "error": f"not summarized: {type(error).__name__}"}), tensor)
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        """Each hour's rows as one new Parquet file in that hour's folder (written whole, then renamed)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        hours: dict[str, list[dict[str, Any]]] = {}
+        for item in rows:
+            hours.setdefault(item["time"].strftime("%Y-%m-%dT%H"), []).append(item)
+        for hour, items in hours.items():
+            target = self.folder / hour / f"part-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f".{target.name}.partial")
+            try:
+                pq.write_table(pa.Table.from_pylist(items, schema=schema()), partial)
+                os.replace(partial, target)
+                self.written += len(items)
+            except OSError as error:  # a full or vanished disk: these rows are lost, said once per file
+                partial.unlink(missing_ok=True)
+                log.info(f"{len(items)} logged predictions not written to {target.parent}: {error}")

@@ -4,7 +4,9 @@ Each server gets the same stream of requests, one PNG of a digit (drawn with PIL
 clients at once (threads with a kept-alive connection each), for --seconds per level after a warm-up; the levels
 alternate between the servers. Reported per server and level: requests per second, p50 and p99 latency (ms).
 make serve-model is asked through TensorFlow Serving's predict API and through MLflow's /invocations (the same
-body plain MLflow gets). Goals (2-core machine): >= 3x plain MLflow's throughput at 32 clients; p99 <= 2x p50 at 1.
+body plain MLflow gets), and once more with its prediction log off (serving.log_fraction 0; on, it logs every item
+into a temporary folder). Goals (2-core machine): >= 3x plain MLflow's throughput at 32 clients; p99 <= 2x p50 at 1;
+the prediction log and the metrics cost <= 10 % of the throughput at 32 clients (log on / log off >= 0.9).
 
 Usage: .venv/bin/python -m benchmarks.serving [--version N] [--seconds 10]  (after make run: its champion)
 """
@@ -19,6 +21,7 @@ import os
 import signal
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -31,6 +34,7 @@ from tasks.paths import ROOT
 
 BIN = ROOT / ".venv" / "bin"
 CLIENTS = (1, 8, 32)
+LOG_OFF = "make serve-model, log off (predict)"
 
 
 @dataclass(frozen=True)
@@ -140,14 +144,18 @@ def main() -> None:
     predict_bodies, mlflow_bodies = bodies(digit_pngs())
     targets = [Target("make serve-model (predict)", 18501, "/v1/models/ringflow:predict", predict_bodies),
                Target("make serve-model (invocations)", 18501, "/invocations", mlflow_bodies),
-               Target("mlflow models serve", 18502, "/invocations", mlflow_bodies)]
-    logs = Path("/tmp")
-    ours = [str(BIN / "python"), "-m", "servers.model", "--set", "serving.port=18501",
-            "--set", "serving.poll_seconds=3600"]
+               Target("mlflow models serve", 18502, "/invocations", mlflow_bodies),
+               Target(LOG_OFF, 18503, "/v1/models/ringflow:predict", predict_bodies)]
+    logs = Path(tempfile.mkdtemp(prefix="ringflow-bench-serving-"))
+    ours = [str(BIN / "python"), "-m", "servers.model", "--set", "serving.poll_seconds=3600",
+            "--set", f"serving.log_dir={logs / 'predictions'}"]
     plain = [str(BIN / "mlflow"), "models", "serve", "-m", f"models:/ringflow/{version}", "--env-manager", "local",
              "-h", "127.0.0.1", "-p", "18502"]
     results: dict[tuple[str, int], dict[str, float]] = {}
-    with server(ours, 18501, logs / "bench-serve-model.log"), server(plain, 18502, logs / "bench-mlflow-serve.log"):
+    with server([*ours, "--set", "serving.port=18501"], 18501, logs / "serve-model.log"), \
+            server(plain, 18502, logs / "mlflow-serve.log"), \
+            server([*ours, "--set", "serving.port=18503", "--set", "serving.log_fraction=0"], 18503,
+                   logs / "serve-model-log-off.log"):
         for target in targets:
             load(target, 4, 2)  # warm-up: every connection path and the batcher's first batches
         for clients in CLIENTS:
@@ -164,6 +172,8 @@ def report(results: dict[tuple[str, int], dict[str, float]], targets: list[Targe
         for target in targets:
             row = results[target.name, clients]
             print(f"{target.name:32} {clients:7d} {row['rps']:8.1f} {row['p50']:8.2f} {row['p99']:8.2f}")
+    logged = results[targets[0].name, 32]["rps"] / results[LOG_OFF, 32]["rps"]
+    print(f"prediction log on / off at 32 clients: {logged:.2f} of the throughput (goal >= 0.9)")
     plain = results["mlflow models serve", 32]["rps"]
     for target in targets[:2]:
         ratio = results[target.name, 32]["rps"] / plain

@@ -120,7 +120,7 @@ class ServingParams(Section):
     keep_alive_seconds: float = Field(5, gt=0)  # an idle connection between requests is closed after this
     max_queued_requests: int = Field(64, ge=1)  # requests waiting for the model; more: 429 (RESOURCE_EXHAUSTED)
     log_fraction: float = Field(1.0, ge=0, le=1)  # share of the served items logged (servers/model/prediction_log.py)
-    log_max_per_second: float = Field(200, gt=0)  # items logged per second at most; past it, a sample of them
+    log_max_per_second: float = Field(50, gt=0)  # items logged per second at most; past it, a sample of them
     log_dir: str | None = None  # where the hourly Parquet files go; None: outputs/predictions of the workspace
 
 

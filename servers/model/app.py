@@ -169,6 +169,16 @@ class Serving:
         return result
 
 
+class MetricsMiddleware:
+    """The metrics' ASGI middleware (Metrics.middleware) in the form Starlette's add_middleware takes."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self._timed = metrics.middleware(app)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._timed(scope, receive, send)
+
+
 def request_id(request: Request) -> str:
     """The client's X-Request-Id (printable, at most 64 characters), else one made for the request."""
     given = request.headers.get("x-request-id", "")
@@ -183,7 +193,7 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits,
     batcher.on_batch = serving.metrics.batch_size.observe
     if predictions is not None:
         predictions.on_drop = serving.metrics.log_dropped.inc
-    app.middleware("http")(serving.metrics.timed)
+    app.add_middleware(MetricsMiddleware, metrics=serving.metrics)
 
     @app.get("/metrics")
     async def metrics() -> Response:

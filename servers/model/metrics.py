@@ -78,12 +78,25 @@ class Metrics:
                 if error:
                     self.refused_images.labels(image_problem(error)).inc()
 
-    async def timed(self, request: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-        """The middleware: the request answered, then counted under its route's pattern (`unrouted` for a path
-        no route has), the version that answered and its status."""
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unrouted")
-        self.latency.labels(route).observe(time.perf_counter() - started)
-        self.requests.labels(route, response.headers.get(VERSION_HEADER, ""), str(response.status_code)).inc()
-        return response
+    def middleware(self, app: Any) -> Callable[[Any, Any, Any], Awaitable[None]]:
+        """An ASGI middleware around `app` (plain ASGI: Starlette's BaseHTTPMiddleware halved the throughput at 32
+        clients): each HTTP request counted, once answered, under its route's pattern (`unrouted` for a path no
+        route has), the version that answered and its status, with its latency."""
+        async def timed(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return await app(scope, receive, send)
+            started, answer = time.perf_counter(), {"status": "", "version": ""}
+
+            async def noted(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    answer["status"] = str(message["status"])
+                    headers = dict(message.get("headers") or [])
+                    answer["version"] = headers.get(VERSION_HEADER.lower().encode(), b"").decode("latin-1")
+                await send(message)
+            try:
+                await app(scope, receive, noted)
+            finally:
+                route = getattr(scope.get("route"), "path", "unrouted")
+                self.latency.labels(route).observe(time.perf_counter() - started)
+                self.requests.labels(route, answer["version"], answer["status"] or "none").inc()
+        return timed

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from tasks.logs import logger
 
 log = logger("serve-model")
 QUEUE_ITEMS = 4096  # items waiting to be written; more: dropped (counted)
-FLUSH_SECONDS = 10.0  # a file at most this often (and at the hour's change, and at the end)
+FLUSH_SECONDS = 10.0  # a file at most this often (and at the end)
+DRAIN_SECONDS = 1.0  # how often the writer takes what waits
 TENSOR_VALUES = 64  # a tensor instance of more values is logged as its summary
 
 
@@ -109,7 +110,8 @@ class PredictionLog:
         self.folder, self._fraction, self._rate = folder, fraction, max_per_second
         self.on_drop: Callable[[], None] = lambda: None  # told of each dropped item (the metrics)
         self._tokens, self._refilled = max_per_second, time.monotonic()
-        self._queue: queue.Queue[tuple[Served, bool] | None] = queue.Queue(QUEUE_ITEMS)
+        self._queue: queue.Queue[tuple[Served, bool]] = queue.Queue(QUEUE_ITEMS)
+        self._closing = threading.Event()
         self.written = self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="prediction-log", daemon=True)
         self._thread.start()
@@ -131,23 +133,29 @@ class PredictionLog:
 
     def close(self) -> None:
         """Write what is queued, then stop."""
-        self._queue.put(None)
+        self._closing.set()
         self._thread.join(60)
 
     def _run(self) -> None:
+        """Wake every DRAIN_SECONDS and take all that waits (not an item at a time: each wake-up takes the GIL from
+        the event loop), a file every FLUSH_SECONDS and at the end."""
         rows: list[dict[str, Any]] = []
-        flushed, stop = time.monotonic(), False
-        while not stop:
-            try:
-                waiting = self._queue.get(timeout=max(0.1, FLUSH_SECONDS - (time.monotonic() - flushed)))
-                stop = waiting is None
-                if waiting is not None:
-                    rows.append(self._row(*waiting))
-            except queue.Empty:  # time to write what there is
-                pass
-            if rows and (stop or time.monotonic() - flushed >= FLUSH_SECONDS):
+        flushed = time.monotonic()
+        while True:
+            closing = self._closing.wait(DRAIN_SECONDS)
+            rows += [self._row(*waiting) for waiting in self._drained()]
+            if rows and (closing or time.monotonic() - flushed >= FLUSH_SECONDS):
                 self._write(rows)
                 rows, flushed = [], time.monotonic()
+            if closing:
+                return
+
+    def _drained(self) -> Iterator[tuple[Served, bool]]:
+        while True:
+            try:
+                yield self._queue.get_nowait()
+            except queue.Empty:
+                return
 
     def _row(self, served: Served, tensor: bool) -> dict[str, Any]:
         try:

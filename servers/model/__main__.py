@@ -124,11 +124,12 @@ def serve(params: Params, wait: bool) -> None:
     warm_up = encoded_examples(np.zeros((1, 8, 8, 1), np.float32))
     champion = Champion(first_champion(params, warm_up, wait))
     batcher = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, settings.max_queued_requests)
-    watcher = ChampionWatcher(champion, settings.poll_seconds, warm_up)
     predictions = PredictionLog(resolve_path(settings.log_dir) if settings.log_dir else OUTPUTS_DIR / "predictions",
                                 settings.log_fraction, settings.log_max_per_second) if settings.log_fraction else None
     app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances,
                                                 settings.max_image_pixels, settings.read_timeout_seconds), predictions)
+    watcher = ChampionWatcher(champion, settings.poll_seconds,
+                              (lambda: predictions.warm_up(warm_up)) if predictions is not None else warm_up)
     model, url = champion.model, f"http://{settings.host}:{settings.port}"
     log.info(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
         f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")

@@ -36,7 +36,7 @@ class ChampionWatcher:
     load) is said once and never downloaded again, wherever the alias goes meanwhile; the alias removed is said
     once, and the served version stays."""
 
-    def __init__(self, champion: Champion, poll_seconds: float, warm_up: list[bytes],
+    def __init__(self, champion: Champion, poll_seconds: float, warm_up: list[bytes] | Callable[[], list[bytes]],
                  ask: Callable[[str], str | None] = champion_version,
                  load: Callable[[str, str, list[bytes]], ServedModel] = load_version) -> None:
         self._champion, self._poll, self._warm_up, self._ask, self._load = champion, poll_seconds, warm_up, ask, load
@@ -91,8 +91,9 @@ class ChampionWatcher:
         self._champion.loading = version
         if self._failing != version:
             log.info(f"{name}: the champion is v{version} now: loading it (v{self._champion.model.version} answers)")
+        images = self._warm_up() if callable(self._warm_up) else self._warm_up  # served ones, when there are
         try:
-            model = self._load(name, version, self._warm_up)
+            model = self._load(name, version, images)
         except NotServable as error:
             self._champion.refused[version] = str(error)
             log.info(f"{error}; still serving v{self._champion.model.version}")
@@ -107,4 +108,5 @@ class ChampionWatcher:
             self._champion.loading = None
         self._failing = None
         previous = self._champion.swap(model)
-        log.info(f"{name} v{version} answers now (loaded in {model.load_seconds:.1f} s; v{previous.version} retired)")
+        log.info(f"{name} v{version} answers now (loaded and warmed with {len(images)} images in "
+                 f"{model.load_seconds:.1f} s; v{previous.version} retired)")

@@ -1,9 +1,10 @@
-"""Served predictions, logged for later analysis (drift, warm-up from real traffic): a sample of the served items
-(serving.log_fraction of them, at most serving.log_max_per_second) with the time, the request's id, the version,
-the input's summary features (an image: its size, channels, the mean and spread of its brightness; a tensor: its
-values, or their summary when there are more than TENSOR_VALUES) and the answer, written by a thread of its own as
-Parquet files, a folder an hour (LOG_DIR/YYYY-MM-DDTHH/part-*.parquet, each written whole, then renamed into place).
-No request waits for it: items go to a bounded queue, and one that does not fit is dropped and counted."""
+"""Served predictions, logged for later analysis (drift), and the last served images, kept to warm a new version
+with real traffic: a sample of the served items (serving.log_fraction of them, at most serving.log_max_per_second)
+with the time, the request's id, the version, the input's summary features (an image: its size, channels, the mean
+and spread of its brightness; a tensor: its values, or their summary when there are more than TENSOR_VALUES) and
+the answer, written by a thread of its own as Parquet files, a folder an hour (LOG_DIR/YYYY-MM-DDTHH/part-*.parquet,
+each written whole, then renamed into place). No request waits for it: items go to a bounded queue, and one that
+does not fit is dropped and counted."""
 from __future__ import annotations
 
 import io
@@ -13,6 +14,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +28,7 @@ log = logger("serve-model")
 QUEUE_ITEMS = 4096  # items waiting to be written; more: dropped (counted)
 FLUSH_SECONDS = 10.0  # a file at most this often (and at the end)
 DRAIN_SECONDS = 1.0  # how often the writer takes what waits
+WARM_UP_IMAGES = 32  # the last served images kept to warm a new version with (TensorFlow Serving's warm-up records)
 TENSOR_VALUES = 64  # a tensor instance of more values is logged as its summary
 
 
@@ -112,6 +115,8 @@ class PredictionLog:
         self._tokens, self._refilled = max_per_second, time.monotonic()
         self._queue: queue.Queue[tuple[Served, bool]] = queue.Queue(QUEUE_ITEMS)
         self._closing = threading.Event()
+        self._recent: deque[bytes] = deque(maxlen=WARM_UP_IMAGES)  # the last served encoded images (usable ones)
+        self._recent_lock = threading.Lock()
         self.written = self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="prediction-log", daemon=True)
         self._thread.start()
@@ -125,11 +130,21 @@ class PredictionLog:
             if self._fraction < 1 and random.random() >= self._fraction or self._tokens < 1:
                 continue
             self._tokens -= 1
+            if isinstance(served.given, bytes) and not served.error:
+                with self._recent_lock:
+                    self._recent.append(served.given)
             try:
                 self._queue.put_nowait((served, tensor))
             except queue.Full:
                 self.dropped += 1
                 self.on_drop()
+
+    def warm_up(self, default: list[bytes]) -> list[bytes]:
+        """Images to warm a new version with before it takes traffic: the last ones served (real traffic: its
+        sizes and encodings), else `default`."""
+        with self._recent_lock:
+            recent = list(self._recent)
+        return recent or default
 
     def close(self) -> None:
         """Write what is queued, then stop."""

@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -215,13 +215,24 @@ def serving_app(champion: Champion, batcher: Batcher, limits: Limits,
     return app
 
 
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def every_version(app: FastAPI, method: str, suffix: str) -> Callable[[Handler], Handler]:
+    """Route a handler of TensorFlow Serving's at the latest version's path and at a version's and a label's:
+    /v1/models/{model_name}[/versions/{version} | /labels/{label}]{suffix}."""
+    def routed(handler: Handler) -> Handler:
+        for version in ("", "/versions/{version}", "/labels/{label}"):
+            app.add_api_route(f"/v1/models/{{model_name}}{version}{suffix}", handler, methods=[method])
+        return handler
+    return routed
+
+
 def tf_serving_routes(app: FastAPI, serving: Serving) -> None:
     """TensorFlow Serving's :predict and :classify, of the latest version, a version or a label."""
     champion, answer = serving.champion, serving.answer
 
-    @app.post("/v1/models/{model_name}:predict")
-    @app.post("/v1/models/{model_name}/versions/{version}:predict")
-    @app.post("/v1/models/{model_name}/labels/{label}:predict")
+    @every_version(app, "POST", ":predict")
     async def predict(model_name: str, request: Request, version: str | None = None,
                       label: str | None = None) -> JSONResponse:
         model = servable(champion, serving.name, model_name, version, label)
@@ -230,9 +241,7 @@ def tf_serving_routes(app: FastAPI, serving: Serving) -> None:
             return answer(tensor_answer(result, inputs.rows), model)
         return answer(tf_serving_answer(result, inputs.rows), model)
 
-    @app.post("/v1/models/{model_name}:classify")
-    @app.post("/v1/models/{model_name}/versions/{version}:classify")
-    @app.post("/v1/models/{model_name}/labels/{label}:classify")
+    @every_version(app, "POST", ":classify")
     async def classify(model_name: str, request: Request, version: str | None = None,
                        label: str | None = None) -> JSONResponse:
         model = servable(champion, serving.name, model_name, version, label)
@@ -246,9 +255,7 @@ def tf_serving_status_routes(app: FastAPI, serving: Serving) -> None:
     """TensorFlow Serving's model status and metadata, of the latest version, a version or a label."""
     champion, answer = serving.champion, serving.answer
 
-    @app.get("/v1/models/{model_name}")
-    @app.get("/v1/models/{model_name}/versions/{version}")
-    @app.get("/v1/models/{model_name}/labels/{label}")
+    @every_version(app, "GET", "")
     async def model_status(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
         if model_name != serving.name:
             raise Refused(404, f"Could not find any versions of model {model_name}")
@@ -257,9 +264,7 @@ def tf_serving_status_routes(app: FastAPI, serving: Serving) -> None:
             version = model.version if version or label else None
         return answer(version_status(champion, version), champion.model)
 
-    @app.get("/v1/models/{model_name}/metadata")
-    @app.get("/v1/models/{model_name}/versions/{version}/metadata")
-    @app.get("/v1/models/{model_name}/labels/{label}/metadata")
+    @every_version(app, "GET", "/metadata")
     async def model_metadata(model_name: str, version: str | None = None, label: str | None = None) -> JSONResponse:
         model = servable(champion, serving.name, model_name, version, label)
         return answer(metadata(model), model)

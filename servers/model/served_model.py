@@ -92,6 +92,18 @@ class ServedModel:
         return Answer(np.asarray(self.class_names)[top_k[:, 0]], scores, top_k, [""] * len(images))
 
 
+def signature_defs(savedmodel: Path) -> dict[str, Any]:
+    """The SavedModel's signature defs (its init op aside), each as TensorFlow Serving's metadata writes it: inputs
+    and outputs with dtype, tensor_shape (sizes as strings, -1 for any) and tensor name, and the method."""
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((savedmodel / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0]
+    return {name: json_format.MessageToDict(graph.signature_def[name], preserving_proto_field_name=True)
+            for name in sorted(graph.signature_def) if not name.startswith("__")}
+
+
 def strict_classifier(signatures: Any, shape: tuple[int, ...], class_names: list[str]) -> Any:
     """What the serving_bytes signature answers, from the same functions (trainer/serving_bytes.py) and the
     SavedModel's float signature, but decoding all images at once: 0.2 ms a batch, against 15-20 ms for the
@@ -140,8 +152,6 @@ def loaded(model_name: str, version: str, savedmodel: Path, class_names: list[st
            warm_up: list[bytes]) -> ServedModel:
     """The verified SavedModel loaded, its signatures checked and warmed up."""
     import tensorflow as tf
-
-    from servers.model.tf_serving import signature_defs
     saved = tf.saved_model.load(str(savedmodel))
     signatures, defs = saved.signatures, signature_defs(savedmodel)
     inputs = signatures["serving_default"].structured_input_signature[1]

@@ -4,7 +4,6 @@ TensorFlow Serving writes them), `:classify` for a classifier, and the errors' w
 version or label is not served."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from servers.model.champion import Champion
@@ -13,18 +12,6 @@ from servers.model.served_model import Answer, ServedModel
 from tasks.tracking.model_registry import CHAMPION
 
 PREDICT_METHOD = "tensorflow/serving/predict"
-
-
-def signature_defs(savedmodel: Path) -> dict[str, Any]:
-    """The SavedModel's signature defs (its init op aside), each as TensorFlow Serving's metadata writes it: inputs
-    and outputs with dtype, tensor_shape (sizes as strings, -1 for any) and tensor name, and the method."""
-    from google.protobuf import json_format
-    from tensorflow.core.protobuf import saved_model_pb2
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((savedmodel / "saved_model.pb").read_bytes())
-    graph = proto.meta_graphs[0]
-    return {name: json_format.MessageToDict(graph.signature_def[name], preserving_proto_field_name=True)
-            for name in sorted(graph.signature_def) if not name.startswith("__")}
 
 
 def servable(champion: Champion, served_name: str, model_name: str, version: str | None = None,

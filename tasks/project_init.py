@@ -17,8 +17,9 @@ from tasks.params import Params
 from tasks.params_file import render_params
 from tasks.project import PARAMS_NAME, ProjectError, project_format
 
-STARTER = Path(__file__).resolve().parent / "starter"  # with links to the checkout's dvc.yaml and prefect.yaml (their
-# content in an installed package)
+STARTER = Path(__file__).resolve().parent / "starter"  # with links to the checkout's dvc.yaml and prefect.yaml,
+# stages.yaml and deployments.yaml (their content in an installed package; not named dvc.yaml: DVC would take it for
+# a pipeline of the checkout's)
 STARTER_MODEL = "models/model.py:build"
 CODE_FOLDERS = ("flows", "servers", "tasks", "trainer")  # ringflow's own: a project's stages do not depend on them
 GITIGNORE = "/mlruns/\n/outputs/\n/.dvc-remote/\n/.prefect/\n/.services/\n__pycache__/\n*.pyc\n"
@@ -47,7 +48,7 @@ def starter_params() -> str:
 def project_stages() -> str:
     """dvc.yaml of a project: ringflow's stages, each run by `ringflow stage NAME`, depending on the project's files
     only (ringflow's own code is the installed ringflow's)."""
-    stages: dict[str, Any] = yaml.safe_load((STARTER / "dvc.yaml").read_text())["stages"]
+    stages: dict[str, Any] = yaml.safe_load((STARTER / "stages.yaml").read_text())["stages"]
     for name, stage in stages.items():
         deps = [dep for dep in stage.pop("deps", []) if Path(dep).parts[0] not in CODE_FOLDERS]
         stages[name] = {"cmd": f"ringflow stage {name}", **({"deps": deps} if deps else {}),
@@ -59,7 +60,7 @@ def project_stages() -> str:
 def project_deployments() -> str:
     """prefect.yaml of a project: ringflow's deployments, their flows named as modules of the installed ringflow,
     each run in a clone of the project's commit (flows/pull_steps.py) on either pool."""
-    text = (STARTER / "prefect.yaml").read_text()
+    text = (STARTER / "deployments.yaml").read_text()
     text = DEPLOYMENTS_HEADER + text[text.index("\nname: ") + 1:]
     text = re.sub(r"entrypoint: (\w+)/(\w+)\.py:", r"entrypoint: \1.\2:", text)
     checkout_steps = r"(?m)(^    - prefect\.deployments\.steps\.(run_shell_script|set_working_directory):\n(  +.*\n)+)+"

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,21 @@ def parity_sample(model_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 class FreshProcess:
     """A fresh Python process that loads SavedModels (tasks/outputs/serve_check.py): started ahead (it imports
-    TensorFlow meanwhile), then asked one request at a time."""
+    TensorFlow meanwhile), then asked one request at a time (a sweep's trials ask from threads of their own: one
+    asking thread at a time, or one would read another's answer and the other wait for ever)."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "tasks.outputs.serve_check"], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.said: list[str] = []  # what it printed besides its answers (its error, when it fails)
+        self._asking = threading.Lock()
 
     def ask(self, what: str, **request: Any) -> Any:
         """The answer to one request; RuntimeError naming the process's last line when it ends without one."""
+        with self._asking:
+            return self._asked(what, request)
+
+    def _asked(self, what: str, request: dict[str, Any]) -> Any:
         from tasks.outputs.serve_check import ANSWER
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
@@ -84,19 +91,22 @@ class FreshProcess:
 
 
 _fresh: list[FreshProcess] = []  # at most one: this pipeline run's, started ahead
+_fresh_made = threading.Lock()  # a sweep's trials ask for it from threads of their own
 
 
 def start_fresh_process_ahead() -> None:
     """Start the fresh process now: it imports TensorFlow on another core while this process waits for the
     training. Unused, it ends with this process (the end of its input)."""
-    if not _fresh:
-        _fresh.append(FreshProcess())
+    with _fresh_made:
+        if not _fresh:
+            _fresh.append(FreshProcess())
 
 
 def fresh_process() -> FreshProcess:
     """The fresh process started ahead (if it is still alive), else a new one."""
-    if _fresh and not _fresh[0].alive():
-        _fresh.pop()
+    with _fresh_made:
+        if _fresh and not _fresh[0].alive():
+            _fresh.pop()
     start_fresh_process_ahead()
     return _fresh[0]
 

@@ -75,3 +75,26 @@ def test_a_model_without_a_savedmodel_is_one_line_that_says_to_train_again(expor
     with pytest.raises(NoSavedModel, match=r"^no SavedModel: .* is missing \(its training wrote none: train again\)$"):
         export(model_dir, tmp_path / "savedmodel")
     assert NoSavedModel.bad_input and not (tmp_path / "savedmodel").exists()
+
+
+def test_threads_asking_one_fresh_process_each_get_their_own_answer(tmp_path: Path) -> None:
+    """A sweep's trials check their models from threads of their own through the one fresh process: a thread never
+    reads another's answer (which left the other waiting for ever)."""
+    import threading
+    fresh = export_module.FreshProcess()
+    good = {"model": "cnn", "source": None, "input_shape": [8, 8, 1], "outputs": 10, "model_args": {}, "loss": None,
+            "loss_source": None}
+    missing = dict(good, model="net.py:build", source=str(tmp_path / "net.py"))
+    answers: dict[str, list[object]] = {"good": [], "missing": []}
+
+    def ask(name: str, request: dict[str, object]) -> None:
+        for _ in range(3):
+            answers[name].append(fresh.ask("build", **request))
+    threads = [threading.Thread(target=ask, args=item, daemon=True) for item in (("good", good), ("missing", missing))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)  # a bound on a lost answer (a thread waiting for ever), not a speed goal
+    fresh.close()
+    assert answers["good"] == [None] * 3
+    assert len(answers["missing"]) == 3 and all("does not exist" in str(answer) for answer in answers["missing"])

@@ -8,15 +8,15 @@ import datetime
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tasks.paths import ROOT
-
-BIN = ROOT / ".venv" / "bin"
+ENVIRONMENT = Path(sys.prefix)  # the Python environment ringflow runs in: a checkout's .venv, or where it is installed
+BIN = Path(sys.executable).parent  # its programs (prefect, mlflow, python)
 SECOND_SIGNAL_AFTER = {"worker": 3.0}  # Prefect's worker once a flow run has been: its first TERM makes a cancel
 # that a task swallows, its second is Prefect's own SIGKILL of the worker process alone (its flow runs, in its
 # group, keep the rest of the time to end)

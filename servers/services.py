@@ -42,7 +42,6 @@ from servers.setup import (
 )
 from servers.starts import mirror_checkout, start_mlflow, start_prefect, start_worker
 from tasks.logs import logger
-from tasks.paths import ROOT
 
 log = logger("services")
 
@@ -52,11 +51,9 @@ STOP_SECONDS = 20  # all three at once: within a minute in all, as Ctrl-C promis
 
 def up(place: Place) -> int:
     """Start everything, then watch it until Ctrl-C (exit 130), make services-down (0) or a server's end (1)."""
-    if not (ROOT / "scripts" / "run_as.sh").is_file():
-        raise ServerFailed(f"ringflow services runs from ringflow's checkout (its scripts/ and .venv start the servers "
-                           f"as other users); this ringflow is installed in {ROOT} without one")
     if not (BIN / "mlflow").exists():
-        raise ServerFailed(f"no environment in {BIN.parent}: run make setup")
+        raise ServerFailed(f"no mlflow in {BIN}: ringflow services runs the servers of the environment ringflow is "
+                           "installed in (make setup in a checkout; pip install of ringflow's pinned stack elsewhere)")
     postgres = Postgres(place)
     place.make_folders()
     users = choose_users(place)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servers.nofollow import own_folder
-from servers.processes import BIN, ServerFailed, open_file
+from servers.processes import BIN, ENVIRONMENT, ServerFailed, open_file
 from tasks.paths import ROOT, code_repository
 from tasks.tracking.registry_signature import KEY_ENV
 
@@ -30,6 +30,7 @@ WORKER_FOLDER = "worker"  # in SERVICES_HOME: the worker's own (its workspace, i
 WORKSPACE_LINKS = ("flows", "servers", "tasks", "trainer", "scripts", "models", "examples", ".venv")
 WORKSPACE_COPIES = ("params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore",
                     "data/.gitignore")  # and its settings
+RUN_AS = Path(__file__).with_name("run_as.sh")  # root starts a command as another user with it (run by bash)
 
 
 @dataclass(frozen=True)
@@ -113,24 +114,30 @@ def user_exists(name: str) -> bool:
 
 def choose_users(place: Place) -> Users:
     """As root: the servers as SERVICES_USER (ringflow-services), the worker as SERVICES_WORKER_USER (ringflow-worker,
-    made for it; never root), who may write nothing root runs; otherwise all as this user. scripts/run_as.sh starts
+    made for it; never root), who may write nothing root runs; otherwise all as this user. servers/run_as.sh starts
     a command as another user with the Python this checkout's environment runs on, wherever it lies (pyenv's under
     /root, say)."""
     me = pwd.getpwuid(os.geteuid()).pw_name
     # the worker's temporary files in its folder (Prefect's runner storage: /tmp/runner_storage may be root's); set
-    # for the command only, not for scripts/run_as.sh, whose own are root's
+    # for the command only, not for servers/run_as.sh, whose own are root's
     temporary = ("env", f"TMPDIR={place.home / WORKER_FOLDER / 'tmp'}")
     if not as_root():
         return Users(me, me, as_worker=temporary)
     service = system_user(os.environ.get("SERVICES_USER") or "ringflow-services")
     worker = worker_user()
-    python_home = str(Path(os.path.realpath(BIN / "python")).parent.parent)
-    run_as = str(ROOT / "scripts" / "run_as.sh")
-    as_service = (run_as, service, python_home, str(ROOT / ".venv"), str(place.home), "--")
-    as_worker = (run_as, worker, python_home, str(ROOT), str(ROOT / ".venv"), str(place.home / WORKER_FOLDER), "--",
-                 *temporary)
-    check_worker_rights(worker, place, (run_as, worker, python_home))
+    python = [str(path) for path in python_paths()]
+    run_as = ("bash", str(RUN_AS))
+    as_service = (*run_as, service, *python, str(place.home), "--")
+    as_worker = (*run_as, worker, *python, str(ROOT), str(place.home / WORKER_FOLDER), "--", *temporary)
+    check_worker_rights(worker, place, (*run_as, worker, *python))
     return Users(service, worker, as_service, as_worker)
+
+
+def python_paths() -> list[Path]:
+    """What a command of this Python environment reads to start: the Python it runs on, the environment and every
+    folder its imports come from (a .pth file may name one outside it); never the current folder."""
+    imported = [Path(entry) for entry in sys.path[1:] if entry and Path(entry).is_dir()]
+    return [Path(os.path.realpath(BIN / "python")).parent.parent, ENVIRONMENT, *imported]
 
 
 def worker_user() -> str:
@@ -147,19 +154,22 @@ def worker_user() -> str:
 
 
 def run_by_root(place: Place) -> list[Path]:
-    """What root runs or reads to run at a start or a stop: this checkout (its programs, scripts/run_as.sh, its git
+    """What root runs or reads to run at a start or a stop: this checkout (its programs, servers/run_as.sh, its git
     hooks and config), its environment and Python, the project whose deployments it makes (its prefect.yaml, its
     git hooks and config) and SERVICES_HOME (its pid files, the bare repository whose hooks `git push` runs);
     SERVICES_HOME/worker, the worker's own, aside."""
-    return [ROOT, Path(os.path.realpath(ROOT / ".venv")), Path(os.path.realpath(BIN / "python")),
-            Path(sysconfig.get_paths()["stdlib"]), *[code_repository()] * (code_repository() != ROOT), place.home]
+    return [ROOT, Path(os.path.realpath(ENVIRONMENT)), Path(os.path.realpath(BIN / "python")),
+            Path(sysconfig.get_paths()["stdlib"]), *python_paths()[2:],
+            *[code_repository()] * (code_repository() != ROOT), place.home]
 
 
 def check_worker_rights(user: str, place: Place, as_user: tuple[str, ...]) -> None:
     """ServerFailed when `user` cannot read this checkout (the code it runs), or can write a path of run_by_root
-    (the first one found), as it sees them: through the mount namespace scripts/run_as.sh gives it."""
+    (the first one found), as it sees them: through the mount namespace servers/run_as.sh gives it."""
     paths = [str(path) for path in run_by_root(place)]
-    script = (f'test -r "$1" -a -x "$1" || echo unreadable; find "$@" -path '
+    code = shlex.quote(str(ROOT / "tasks" / "paths.py"))  # a file of the code, not just its folder: a folder of
+    # the environment inside a closed checkout opens a view of the checkout that holds the environment alone
+    script = (f'test -r {code} -a -x "$1" || echo unreadable; find "$@" -path '
               f'{shlex.quote(str(place.home / WORKER_FOLDER))} -prune -o -writable -print -quit 2>/dev/null; '
               'echo checked')
     done = subprocess.run([*as_user, *paths, "--", "sh", "-c", script, "sh", *paths], capture_output=True, text=True)
@@ -168,7 +178,7 @@ def check_worker_rights(user: str, place: Place, as_user: tuple[str, ...]) -> No
         raise ServerFailed(f"could not check what the worker's user {user} can read and write: "
                            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     if lines[0] == "unreadable":
-        raise ServerFailed(f"the worker's user {user} cannot read this checkout {ROOT}, whose code it runs: let it "
+        raise ServerFailed(f"the worker's user {user} cannot read ringflow's code in {ROOT}, which it runs: let it "
                            "read it (chmod go+rx; the folders on the way may stay closed)")
     if len(lines) > 1:
         raise ServerFailed(f"the worker's user {user} can write {lines[0]}, which root runs (or runs from) at every "
@@ -212,14 +222,23 @@ def trust_repositories(home: Path, repositories: list[str]) -> None:
 
 
 def fill_worker_folder(folder: Path) -> None:
-    """Run as the worker's user, at every start: its home, and its workspace, a DVC project of the checkout's
-    shape whose code folders are links to the checkout's (read-only to it), whose settings are the checkout's as
-    they are now, and whose run records (dvc.lock, the checkout's committed one at first) and git repository are
-    its own."""
+    """Run as the worker's user, at every start: its home, and its workspace (a checkout's shape when ringflow runs
+    from its checkout, whose own deployments run there; empty for an installed ringflow, whose deployments are a
+    project's and each run in a clone of its own)."""
     workspace = folder / "workspace"
-    for made in (folder / "home", folder / "tmp", workspace / ".dvc", workspace / "data"):
+    for made in (folder / "home", folder / "tmp", workspace):
         made.mkdir(parents=True, exist_ok=True)
     trust_repositories(folder / "home", [str(ROOT), os.environ["RINGFLOW_REPOSITORY"]])
+    if (ROOT / "dvc.yaml").is_file():
+        fill_checkout_workspace(workspace)
+
+
+def fill_checkout_workspace(workspace: Path) -> None:
+    """A DVC project of the checkout's shape whose code folders are links to the checkout's (read-only to the
+    worker), whose settings are the checkout's as they are now, and whose run records (dvc.lock, the checkout's
+    committed one at first) and git repository are its own."""
+    for made in (workspace / ".dvc", workspace / "data"):
+        made.mkdir(parents=True, exist_ok=True)
     for name in WORKSPACE_LINKS:
         (workspace / name).unlink(missing_ok=True)
         (workspace / name).symlink_to(ROOT / name)

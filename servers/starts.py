@@ -127,7 +127,7 @@ def worker_heartbeat(place: Place, name: str) -> datetime | None:
 
 def wait_worker(place: Place, started: datetime, seconds: float = 180) -> None:
     """Until the worker started at `started` has polled its pool once (its user, its workspace and Python reached):
-    what follows a start sees the worker, not scripts/run_as.sh still at work."""
+    what follows a start sees the worker, not servers/run_as.sh still at work."""
     name = worker_name()
     log = place.logs / "worker.log"
     deadline = time.monotonic() + seconds

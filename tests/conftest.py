@@ -30,6 +30,19 @@ def registry_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def launches_ask_hosts_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's own launch on hosts (in this process, whose workspace is the checkout) writes its shared-filesystem
+    token in the session's folder, not the checkout's outputs/ (another test checks that nothing appears there). Its
+    hosts see that folder when they share this machine's filesystem: the test cluster's share /tmp, --private ones
+    have their own."""
+    import sys
+    for name in ("tasks.launch.preflight", "tasks.launch.job"):
+        if name in sys.modules:
+            monkeypatch.setattr(sys.modules[name], "OUTPUTS_DIR", tmp_path_factory.getbasetemp() / "outputs")
+
+
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """PREFECT_API_URL of the test session's Prefect server, started once as a flow starts the local server

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from tasks.atomic import file_lock
 from tasks.paths import MLRUNS_DIR
 from tasks.tracking.credentials import foreign_artifacts
 from tasks.tracking.uris import is_server, shown
@@ -51,10 +52,16 @@ def artifact_root(uri: str, experiment: str) -> str | None:
 
 
 def client() -> Any:
-    """An MlflowClient on ringflow's store."""
+    """An MlflowClient on ringflow's store. An SQLite store's client is made under a lock beside its file: making
+    one makes a new file's tables, and two pipelines started at once in a new project would both make them."""
     from mlflow.tracking import MlflowClient
     MLRUNS_DIR.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=tracking_uri())
+    uri = tracking_uri()
+    if not uri.startswith(SQLITE):
+        return MlflowClient(tracking_uri=uri)
+    database = Path(uri.removeprefix(SQLITE))
+    with file_lock(database.with_name(f".{database.name}.lock")):
+        return MlflowClient(tracking_uri=uri)
 
 
 def experiment_id(name: str) -> str:

@@ -21,6 +21,7 @@ from tasks.project import ringflow_version
 from tasks.project_init import CODE_FOLDERS, HEADER, STARTER_MODEL
 from tests.examples.test_examples import module
 from tests.helpers import BIN, ROOT, commit_all, drawn_digit, free_port, quiet_env, run, wait_for_http
+from tests.installed import installed_ringflow
 from trainer.protocol import weights_digests
 
 RINGFLOW = str(BIN / "ringflow")
@@ -182,28 +183,14 @@ def test_the_command_runs_from_outside_the_checkout_without_its_folders() -> Non
 
 def test_a_wheel_of_the_checkout_installed_elsewhere_starts_a_project(tmp_path: Path) -> None:
     """`pip install` of a wheel built from the checkout (not an editable install: the package's files only, the
-    starter's dvc.yaml and prefect.yaml copied into it) into a folder of its own: its `ringflow init` writes a
-    project and plans a run there (--dry-run: the data prepared, the ranks' launch from the installed code);
-    `ringflow services`, which needs a checkout, says so in one line."""
-    source, installed = tmp_path / "source", tmp_path / "installed"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "pyproject.toml", *CODE_FOLDERS],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
-    for name in filter(None, listed):
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, source / name)
-    pip = [str(BIN / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    built = run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
-                tmp_path, quiet_env())
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "wheels").glob("ringflow-*.whl")
-    done = run([*pip, "install", "--no-deps", "--target", str(installed), str(wheel)], tmp_path, quiet_env())
-    assert done.returncode == 0, done.stderr
-    env = user_env(PYTHONPATH=str(installed), PATH=f"{installed / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    assert run([str(installed / "bin" / "ringflow"), "init", "mine"], tmp_path, env).returncode == 0
+    starter's dvc.yaml and prefect.yaml copied into it) into an environment of its own: its `ringflow init` writes a
+    project and plans a run there (--dry-run: the data prepared, the ranks' launch from the installed code).
+    (Its `ringflow services`: tests/scripts/test_services_cluster.py.)"""
+    installed = installed_ringflow(tmp_path)
+    site_packages = next(installed.parent.glob("lib/python*/site-packages"))
+    env = user_env(PATH=f"{installed}{os.pathsep}{os.environ['PATH']}")
+    assert run([str(installed / "ringflow"), "init", "mine"], tmp_path, env).returncode == 0
     planned = run(["ringflow", "run", "--dry-run"], tmp_path / "mine", env)
     assert planned.returncode == 0, (planned.stdout + planned.stderr)[-2000:]
-    assert f"{installed}/tasks/launch/horovodrun_cli.py --mpi -np 2" in planned.stdout  # the installed code launches
+    assert f"{site_packages}/tasks/launch/horovodrun_cli.py --mpi -np 2" in planned.stdout  # the installed code
     assert (tmp_path / "mine" / "data" / "prepared" / "manifest.json").is_file()
-    refused = run(["ringflow", "services"], tmp_path / "mine", env)  # its servers need the checkout's scripts/
-    assert refused.returncode == 1 and last_line(refused).startswith("error: ringflow services runs from ringflow's "
-                                                                      "checkout"), refused.stderr

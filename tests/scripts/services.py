@@ -123,15 +123,17 @@ def started_services(checkout: Path, *, sigint_ignored: bool = False, prepare: C
                                     sigint_ignored=sigint_ignored), settings)
 
 
-def project_services(folder: Path, *, prepare: Callable[[Path], None], **settings: str) -> Iterator[Services]:
-    """`ringflow services` in a project `ringflow init` made in `folder` (changed by `prepare` and committed: its
-    deployments clone that commit); afterwards down and its data removed. The worker's user reads nothing of it."""
-    done = run([str(BIN / "ringflow"), "init", str(folder)], folder.parent, quiet_env())
+def project_services(folder: Path, *, prepare: Callable[[Path], None], installed: Path = BIN,
+                     **settings: str) -> Iterator[Services]:
+    """`ringflow services` of the environment whose bin/ is `installed` in a project its `ringflow init` made in
+    `folder` (changed by `prepare` and committed: its deployments clone that commit); afterwards down and its data
+    removed. The worker's user reads nothing of it."""
+    done = run([str(installed / "ringflow"), "init", str(folder)], folder.parent, quiet_env())
     assert done.returncode == 0, done.stdout + done.stderr
     prepare(folder)
     commit_all(folder, "a team's project")
     yield from services_in(Services(folder, services_home(), {}, folder.parent / "services.log",
-                                    command=(str(BIN / "ringflow"), "services")), settings)
+                                    command=(str(installed / "ringflow"), "services")), settings)
 
 
 def services_in(services: Services, settings: dict[str, str]) -> Iterator[Services]:

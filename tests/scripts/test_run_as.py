@@ -1,4 +1,4 @@
-"""scripts/run_as.sh: what `make services` starts its servers with when root starts it. The command runs as the
+"""servers/run_as.sh: what `make services` starts its servers with when root starts it. The command runs as the
 unprivileged user, with the same pid; a folder closed to that user (pyenv's Python under /root, a checkout in a
 home of mode 0700) opens to it only as far as the paths named, and no folder's mode changes."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+import servers.setup
 
-RUN_AS = str(ROOT / "scripts" / "run_as.sh")
+RUN_AS = str(servers.setup.RUN_AS)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import requests
 
 from tasks.launch.remote.addresses import head_address
 from tests.helpers import BIN, ROOT, run
+from tests.installed import installed_ringflow
 from tests.scripts.services import OWN_MODEL, Services, project_services, with_own_model
 from tests.scripts.test_serve import prefect_client, template_changed
 from tests.tasks.launch.cluster_hosts import cluster_up, hosts_of, on_host
@@ -39,8 +40,10 @@ def cluster() -> Iterator[list[str]]:
 
 @pytest.fixture(scope="module")
 def services(cluster: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    """`ringflow services` of ringflow installed from its wheel (not the checkout's editable install)."""
+    installed = installed_ringflow(tmp_path_factory.mktemp("installed"))
     yield from project_services(tmp_path_factory.mktemp("team") / "project", prepare=with_own_model,
-                                SERVICES_HOST=head_address(cluster))
+                                installed=installed, SERVICES_HOST=head_address(cluster))
 
 
 def passwords(services: Services) -> list[str]:
@@ -134,6 +137,10 @@ def test_a_deployment_of_the_project_runs_its_commit_on_the_local_worker(service
     assert made["tags"]["mlflow.source.git.repoURL"] == str(services.home / "ringflow.git")  # the clone's origin
     assert made["params"]["model.source"].startswith(f"{OWN_MODEL}@")  # the project's own model file
     assert not (services.repo / "outputs").exists()  # the worker wrote nothing into the project
+    command_lines = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout.splitlines()
+    workers = [line for line in command_lines if "-m servers.worker " in line and "ringflow-local" in line]
+    installed = Path(services.command[0]).parent  # ringflow installed from its wheel: its environment's Python
+    assert workers and all(line.startswith(f"{installed / 'python'} ") for line in workers), workers
 
 
 def test_a_worker_on_a_host_pulls_the_commit_and_runs_the_deployment_there(services: Services,

@@ -1,6 +1,6 @@
 """`make services` started by root: the local pool's worker runs as an unprivileged user of its own (ringflow-worker,
 made for it, or SERVICES_WORKER_USER; never root) in a workspace of its own (SERVICES_HOME/worker), and can write
-nothing root runs at the next start or stop (the checkout, its programs, scripts/run_as.sh and git's hooks, the
+nothing root runs at the next start or stop (the checkout, its programs, servers/run_as.sh and git's hooks, the
 environment, SERVICES_HOME's run folder, the bare repository); a deployment run through it still completes. And it
 runs only what was deployed: the work pool's base job template changed through the API, with the services'
 credentials (.services/client.env), to a command of one's choosing runs nothing, and the next untouched deployment
@@ -48,7 +48,7 @@ def worker_pid(services: Services) -> int:
 
 
 def as_the_worker_sees_it(services: Services, *command: str) -> subprocess.CompletedProcess:
-    """A command as the worker's user, in the worker's own mount namespace (where scripts/run_as.sh made the
+    """A command as the worker's user, in the worker's own mount namespace (where servers/run_as.sh made the
     checkout and the environment reachable to it, whatever folder on the way is closed to that user)."""
     user = pwd.getpwnam(WORKER)
     return subprocess.run(["nsenter", "-t", str(worker_pid(services)), "-m", "--", "setpriv", "--reuid",
@@ -63,7 +63,7 @@ def test_the_worker_runs_unprivileged_and_can_write_nothing_root_runs(services: 
     assert uids == {pwd.getpwnam(WORKER).pw_uid}
     venv_python = services.repo / ".venv" / "bin" / "python"
     bare = services.home / "ringflow.git"
-    run_by_root = [venv_python, Path(os.path.realpath(venv_python)), services.repo / "scripts" / "run_as.sh",
+    run_by_root = [venv_python, Path(os.path.realpath(venv_python)), services.repo / "servers" / "run_as.sh",
                    services.repo / "scripts" / "services.sh", services.repo / ".git" / "hooks",
                    services.repo / ".git" / "config", services.repo, bare / "hooks", bare / "config", bare,
                    services.home / "run", services.home]
@@ -170,7 +170,7 @@ def test_a_checkout_the_worker_s_user_cannot_read_is_refused(tmp_path: Path) -> 
     checkout.chmod(0o700)
     done = refused_start(checkout)
     assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == (
-        f"error: the worker's user {WORKER} cannot read this checkout {checkout}, whose code it runs: let it read it "
+        f"error: the worker's user {WORKER} cannot read ringflow's code in {checkout}, which it runs: let it read it "
         "(chmod go+rx; the folders on the way may stay closed)"), done.stdout[-2000:] + done.stderr[-2000:]
 
 

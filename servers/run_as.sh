@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/run_as.sh USER PATH... -- COMMAND...: run by root, COMMAND as USER (exec: COMMAND keeps this pid), with
+# servers/run_as.sh USER PATH... -- COMMAND...: run by root, COMMAND as USER (exec: COMMAND keeps this pid), with
 # USER's groups and USER's own rights.
 # COMMAND needs the PATHs (the Python it runs on, the virtual environment, the data it keeps). Where a folder on the
 # way to one of them is closed to USER (a Python of pyenv under /root, a checkout in a home of mode 0700), COMMAND

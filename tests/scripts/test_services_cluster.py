@@ -138,7 +138,8 @@ def test_a_deployment_of_the_project_runs_its_commit_on_the_local_worker(service
     assert made["params"]["model.source"].startswith(f"{OWN_MODEL}@")  # the project's own model file
     assert not (services.repo / "outputs").exists()  # the worker wrote nothing into the project
     command_lines = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout.splitlines()
-    workers = [line for line in command_lines if "-m servers.worker " in line and "ringflow-local" in line]
+    deployed = str(services.home / "deployed.json")  # these services' worker (other tests run workers of their own)
+    workers = [line for line in command_lines if "-m servers.worker " in line and deployed in line]
     installed = Path(services.command[0]).parent  # ringflow installed from its wheel: its environment's Python
     assert workers and all(line.startswith(f"{installed / 'python'} ") for line in workers), workers
 

@@ -112,6 +112,7 @@ def test_two_runs_at_once_then_one_after_each_train_every_epoch_and_register_the
         assert mlflow_run.info.status == "FINISHED"
         record = mlflow_run.data.tags["ringflow.dvc_record"]
         assert record.startswith("dvc.lock left alone: ") and "train.epochs" in record, record
+    assert record == "dvc.lock left alone: train.np, train.epochs differ from params.yaml"  # the last run's
     published = json.loads((repo / "outputs" / "published.json").read_text())
     assert {item["run_id"] for item in published.values()} == {run_ids[2]}
     assert json.loads((repo / "outputs" / "model" / "run.json").read_text())["run_id"] == run_ids[2]

@@ -333,28 +333,24 @@ def retrain(served: Served, *params: str) -> tuple[bool, str]:
     return "Training skipped" in text, text
 
 
-def test_retrain_skips_when_nothing_changed_and_trains_when_forced(served: Served, trained: Trained) -> None:
+def test_retrain_skips_after_a_readme_commit_trains_when_forced_and_after_a_code_change(served: Served,
+                                                                                       trained: Trained) -> None:
+    """The retrain deployment after the train run: a commit of the README changes nothing that trains (skipped,
+    without reading the data's validation again); force=true trains all the same; a commit to the training code
+    trains, saying why."""
     runs_before, stamp = run_ids(served), served.repo / "outputs" / "validated.json"
     validated_at = stamp.stat().st_mtime_ns
-    skipped, skipped_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF)
-    assert skipped.returncode == 0, skipped.stdout[-3000:]
-    assert "Training skipped" in flow_run_artifacts(served, skipped_id)["run-summary"]["data"]
+    commit(served, "README.md", "\nA line about nothing that trains.\n")
+    assert retrain(served)[0]
     assert run_ids(served) == runs_before
     assert stamp.stat().st_mtime_ns == validated_at  # the data's validation was not read again
-    forced, forced_id = deployment_run(served, "retrain", OVERRIDE, AUGMENT_OFF, "force=true")
-    assert forced.returncode == 0, forced.stdout[-3000:]
+    forced, text = retrain(served, "force=true")
+    assert not forced and "Gate:" in text
     (newest,) = runs_since(served, runs_before)  # a new run
     assert newest.info.status == "FINISHED"
     assert trained_epochs(served, newest.info.run_id) == [0, 1]  # it trained every epoch, from scratch
     assert newest.data.tags["ringflow.gate.decision"] in ("champion", "challenger")
-    assert "Gate:" in flow_run_artifacts(served, forced_id)["run-summary"]["data"]
-
-
-def test_a_readme_commit_does_not_retrain_and_a_code_change_does(served: Served, trained: Trained) -> None:
     runs_before = run_ids(served)
-    commit(served, "README.md", "\nA line about nothing that trains.\n")
-    assert retrain(served)[0]
-    assert run_ids(served) == runs_before
     commit(served, "trainer/models.py", "\n# a change to the code that trains\n")
     skipped, text = retrain(served)
     assert not skipped and "Changed since the last finished run: code" in text

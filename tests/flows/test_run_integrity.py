@@ -21,6 +21,7 @@ import pytest
 
 from tasks.errors import INTERRUPTED
 from tests.helpers import PYTHON, WATCHING_IMPORTS, make_workspace, memory_limited, run, workspace_env
+from trainer.protocol import weights_digests
 from trainer.slurm_cluster import rank_from_environment
 
 pytestmark = pytest.mark.slow  # whole pipelines: Prefect server, Horovod, MLflow, DVC
@@ -156,6 +157,8 @@ def test_a_killed_rank_then_one_lost_after_the_last_checkpoint_are_each_resumed_
     resumed = [int(epoch) for epoch in re.findall(r"resuming from checkpoint at epoch (\d)", output)]
     assert resumed[0] >= 2 and resumed[-1] == 5, resumed  # each retry resumed: two failures
     assert "the checkpoints hold all 5 epochs" in output
+    last_attempt = dict(weights_digests(output)[-2:])  # the attempt that finished: its two ranks, last
+    assert len(last_attempt) == 2 and len(set(last_attempt.values())) == 1, output[-3000:]  # both restored alike
     client = mlflow_client(repo)
     summary = json.loads(Path(client.download_artifacts(killed_run[0], "model/train_summary.json")).read_text())
     assert summary["resumed_from_epoch"] == 5 and summary["history"] == {}  # the last attempt trained no epoch

@@ -211,25 +211,54 @@ def test_resume_refuses_a_finished_run_and_needs_an_interrupted_one(repo: Path, 
         (2, "error: --resume: no interrupted run with a checkpoint in experiment ringflow")
 
 
-def test_an_interrupted_run_is_continued_with_resume(repo: Path, prefect_api: str) -> None:
+def test_an_interrupted_run_is_continued_with_resume_and_a_restore_meanwhile_waits_for_its_registration(
+        repo: Path, prefect_api: str) -> None:
+    """A pipeline killed hard after epoch 2 is continued by `--resume` to its last epoch, each epoch logged once;
+    `python -m tasks restore` started while the resumed run trains says which run it waits for, and changes the
+    data only after that run has registered its model (evaluation and the gate read the same data as training)."""
     env = workspace_env(repo, PREFECT_API_URL=prefect_api)
-    job = subprocess.Popen(pipeline("epochs=12"), cwd=repo, env=env, stdout=subprocess.DEVNULL,
+    interrupted = killed_after_epoch_2(repo, env, "epochs=20")  # epochs enough to still train when restore starts
+    job = subprocess.Popen([*pipeline("epochs=20"), "--resume"], cwd=repo, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(job.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    deadline = time.monotonic() + 600
+    while not any(re.search(r"epoch \d+: ", line) for line in list(lines)):  # the resumed run trains
+        assert time.monotonic() < deadline and job.poll() is None, "".join(lines)[-3000:]
+        time.sleep(0.5)
+    data_hash = mlflow_client(repo).get_run(interrupted).data.params["data_hash"]
+    restored = run([PYTHON, "-m", "tasks", "restore", "--data-hash", data_hash], repo, env)
+    registered_before_the_restore = any("Task run 'register" in line and "Finished in state Completed" in line
+                                        for line in list(lines))
+    job.wait(timeout=900)
+    reader.join(timeout=60)
+    output = "".join(lines)
+    assert job.returncode == 0, output[-3000:]
+    assert RUN_ID.search(output)[1] == interrupted  # type: ignore[index]
+    assert int(re.search(r"resuming from checkpoint at epoch (\d+)", output)[1]) >= 2  # type: ignore[index]
+    assert trained_epochs(repo, interrupted) == list(range(20))
+    assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"
+    assert restored.returncode == 0, restored.stdout[-2000:] + restored.stderr[-2000:]
+    assert re.search(rf"^restore of data version {data_hash}: waiting for the prepared data, in use by MLflow run "
+                     rf"{interrupted} \(pid \d+\)$", restored.stdout, re.M), restored.stdout[-2000:]
+    assert registered_before_the_restore
+
+
+def killed_after_epoch_2(repo: Path, env: dict[str, str], *overrides: str) -> str:
+    """A pipeline killed with its ranks (SIGKILL to its process group, as a crash or a hard stop) once MLflow has
+    its run's epoch 2: that run's id."""
+    job = subprocess.Popen(pipeline(*overrides), cwd=repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
     while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
             len(trained_epochs(repo, running[0].info.run_id)) < 2:
         assert time.monotonic() < deadline and job.poll() is None
         time.sleep(0.5)
-    os.killpg(job.pid, signal.SIGKILL)  # the whole pipeline and its ranks, as a crash or a hard stop would
+    os.killpg(job.pid, signal.SIGKILL)
     job.wait()
-    interrupted = running[0].info.run_id
     # Horovod's own watch ends the orphaned ranks within seconds; they may finish an epoch or two before that
-    done = run([*pipeline("epochs=12"), "--resume"], repo, env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert RUN_ID.search(done.stdout)[1] == interrupted
-    assert int(re.search(r"resuming from checkpoint at epoch (\d)", done.stdout + done.stderr)[1]) >= 2
-    assert trained_epochs(repo, interrupted) == list(range(12))
-    assert mlflow_client(repo).get_run(interrupted).info.status == "FINISHED"
+    return str(running[0].info.run_id)
 
 
 def interrupted_at(repo: Path, delay: float) -> tuple[subprocess.Popen, str]:
@@ -264,31 +293,3 @@ def test_ctrl_c_at_any_moment_of_training_ends_the_run_in_one_line_and_leaves_no
     assert training_runs(repo)[0].info.status == "FAILED"
     assert not [line for line in subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
                 .splitlines() if str(repo) in line and "-m trainer" in line]
-
-
-def test_a_restore_started_during_training_waits_until_the_run_has_registered(repo: Path, prefect_api: str) -> None:
-    """`python -m tasks restore` while a run trains: it says which run it waits for, and changes the data only
-    after that run has registered its model (evaluation and the gate read the same data as training)."""
-    env = workspace_env(repo, PREFECT_API_URL=prefect_api)
-    # epochs enough that the run still trains when the restore starts (the steps after training take a second)
-    job = subprocess.Popen(pipeline("epochs=20"), cwd=repo, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(job.stdout), daemon=True)  # type: ignore[arg-type]
-    reader.start()
-    deadline = time.monotonic() + 600
-    while not (running := training_runs(repo, "attributes.status = 'RUNNING'")) or \
-            not trained_epochs(repo, running[0].info.run_id):
-        assert time.monotonic() < deadline and job.poll() is None, "".join(lines)[-3000:]
-        time.sleep(0.5)
-    run_id, data_hash = running[0].info.run_id, running[0].data.params["data_hash"]
-    restored = run([PYTHON, "-m", "tasks", "restore", "--data-hash", data_hash], repo, env)
-    registered_before_the_restore = any("Task run 'register" in line and "Finished in state Completed" in line
-                                        for line in list(lines))
-    job.wait(timeout=900)
-    reader.join(timeout=60)
-    assert job.returncode == 0, "".join(lines)[-3000:]
-    assert restored.returncode == 0, restored.stdout[-2000:] + restored.stderr[-2000:]
-    assert re.search(rf"^restore of data version {data_hash}: waiting for the prepared data, in use by MLflow run "
-                     rf"{run_id} \(pid \d+\)$", restored.stdout, re.M), restored.stdout[-2000:]
-    assert registered_before_the_restore

@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -99,34 +101,52 @@ def test_a_killed_run_resumes_from_its_last_epoch_at_the_scaled_learning_rate(di
     assert summary["warmup_steps"] == summary["steps_per_epoch"] == 1257 // 64
 
 
+def two_epochs(backend: str) -> Params:
+    return Params(train=TrainParams(backend=backend, np=2, epochs=2, warmup_epochs=0, tensorboard=False))
+
+
+@pytest.fixture(scope="module")
+def checkpoints_after_two_epochs(digits_data: Path, tmp_path_factory: pytest.TempPathFactory
+                                 ) -> Callable[[str, Path], Path]:
+    """A copy, at the folder given, of the checkpoints of two epochs of a backend's two-worker training (each
+    backend trained once for the module's tests)."""
+    trained: dict[str, Path] = {}
+
+    def copy_to(backend: str, folder: Path) -> Path:
+        if backend not in trained:
+            trained[backend] = tmp_path_factory.mktemp(f"two-epochs-{backend}")
+            train_for_test(two_epochs(backend), digits_data, trained[backend], [])
+        return Path(shutil.copytree(trained[backend] / "checkpoints", folder))
+    return copy_to
+
+
 @pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape"])
 def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_data: Path, tmp_path: Path,
+                                                        checkpoints_after_two_epochs: Callable[[str, Path], Path],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Two workers restore the run's checkpoints, agree on the epoch (checked across them) and go on together;
     the worker that is not the lead leaves none of its scratch checkpoints and model copies behind."""
+    checkpoints = checkpoints_after_two_epochs(backend, tmp_path / "checkpoints")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the workers' temporary files
-    first = Params(train=TrainParams(backend=backend, np=2, epochs=2, warmup_epochs=0))
-    train_for_test(first, digits_data, tmp_path / "first", [])
     lines: list[str] = []
+    first = two_epochs(backend)
     more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 4})})
-    quiet = more.model_copy(update={"train": more.train.model_copy(update={"tensorboard": False})})
-    train(quiet, digits_data, tmp_path / "model", tmp_path / "first" / "checkpoints", None, lines.append)
+    train(more, digits_data, tmp_path / "model", checkpoints, None, lines.append)
     assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [3, 4]
     found = digests(lines)
     assert len(found) == 2 and found[0] == found[1]
     assert [path.name for path in scratch.iterdir()] in ([], ["__pycache__"])  # autograph's own compiled code
 
 
-def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(digits_data: Path,
-                                                                            tmp_path: Path) -> None:
+def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(
+        digits_data: Path, tmp_path: Path, checkpoints_after_two_epochs: Callable[[str, Path], Path]) -> None:
     """Worker 0 sees the run's checkpoints (epoch 2), worker 1 a directory without them (as a host with a stale
     copy would): both stop with one line instead of training on from different models."""
-    first = Params(train=TrainParams(backend="multiworker", np=2, epochs=2, warmup_epochs=0, tensorboard=False))
-    train_for_test(first, digits_data, tmp_path / "first", [])
+    first = two_epochs("multiworker")
     more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 3})})
-    checkpoint_dirs = (tmp_path / "first" / "checkpoints", tmp_path / "empty")
+    checkpoint_dirs = (checkpoints_after_two_epochs("multiworker", tmp_path / "checkpoints"), tmp_path / "empty")
     cluster = {"worker": [f"localhost:{free_port()}" for _ in checkpoint_dirs]}
     processes = []
     for index, checkpoint_dir in enumerate(checkpoint_dirs):

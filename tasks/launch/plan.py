@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tasks.launch.environment import rank_environment
+from tasks.launch.environment import JOB_DEFAULTS, rank_environment
 from tasks.launch.launchers.choose import launcher_for
 from tasks.launch.supervise.processes import Process
 from tasks.launch.supervise.watch import JobLimits
@@ -26,8 +26,9 @@ def port_hosts(params: Params) -> list[str]:
 
 
 def job_environment(params: Params, env: dict[str, str]) -> dict[str, str]:
-    """What every process of the job gets: `env` and how often to say it is alive."""
-    return env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
+    """What every process of the job gets: the job's defaults (JOB_DEFAULTS) unless `env` sets them, `env`, and how
+    often to say it is alive."""
+    return JOB_DEFAULTS | env | {HEARTBEAT_ENV: f"{JobLimits(params.train.stall_timeout_seconds).heartbeat_seconds:g}"}
 
 
 def launch_plan(params: Params, controller: str | None, config_file: Path, env: dict[str, str],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from tasks.launch.environment import JOB_DEFAULTS
 from tasks.launch.launchers.base import Launcher
 from tasks.params import Params
 from tasks.paths import ROOT
@@ -27,7 +28,7 @@ STOPPED_ON_NOTICE_EXIT = 75  # the ranks stopped on Slurm's notice and the job m
 # what the ranks need from the train step's environment, written into the script (nothing secret: no rank needs a
 # tracking setting)
 EXPORTED = ("PYTHONPATH", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", METRICS_SPOOL_ENV,
-            HEARTBEAT_ENV)
+            HEARTBEAT_ENV, *JOB_DEFAULTS)
 
 
 def unsupported(params: Params) -> str | None:

@@ -49,6 +49,12 @@ def test_every_process_is_told_its_heartbeat_a_quarter_of_the_stall_time(stall: 
         assert all(process.env[HEARTBEAT_ENV] == beat and process.env["A"] == "1" for process in processes)
 
 
+@pytest.mark.parametrize(("given", "expected"), [({}, "1"), ({"OMPI_MCA_mpi_yield_when_idle": "0"}, "0")])
+def test_mpi_ranks_yield_while_they_wait_unless_the_user_says_otherwise(given: dict, expected: str) -> None:
+    (process,) = launch_plan(params(np=2), "mpi", CONFIG, {"PATH": "/usr/bin", **given})
+    assert process.env["OMPI_MCA_mpi_yield_when_idle"] == expected
+
+
 def test_a_horovod_job_is_one_horovodrun_over_the_hosts_running_the_trainer() -> None:
     (process,) = launch_plan(params(np=3, hosts="h1:2,h2:2"), "gloo", CONFIG, {})
     assert process.command[:6] == [*HOROVODRUN, "--gloo", "-np", "3", "-H"] and process.command[6] == "h1:2,h2:2"

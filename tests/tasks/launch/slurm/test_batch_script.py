@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.launch.launchers.choose import backend_launcher
+from tasks.launch.plan import job_environment
 from tasks.launch.slurm.batch_script import batch_script, sbatch_options, unsupported
 from tasks.params import Params, load_params
 
@@ -71,6 +72,8 @@ def test_the_script_exports_what_the_ranks_need_and_nothing_secret() -> None:
            "AWS_SECRET_ACCESS_KEY": "hidden", "MLFLOW_TRACKING_URI": "http://u:p@server"}
     script = job_script(slurm_job(), "mpi", CONFIG, env)
     assert "export PYTHONPATH=/shared/ringflow" in script and "export RINGFLOW_METRICS_SPOOL=1" in script
+    assert "export OMPI_MCA_mpi_yield_when_idle=1" in job_script(slurm_job(), "mpi", CONFIG, job_environment(
+        slurm_job(), env))  # the job's defaults
     assert "hidden" not in script and "u:p@" not in script and "MLFLOW" not in script
 
 

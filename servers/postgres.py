@@ -13,7 +13,7 @@ from pathlib import Path
 
 from servers.nofollow import own_folder
 from servers.processes import ServerFailed, open_file
-from servers.setup import ROLE, Place, as_root, system_user, user_exists
+from servers.setup import ROLE, STOP_COMMAND, Place, as_root, system_user, user_exists
 from tasks.logs import logger
 
 log = logger("services")
@@ -116,7 +116,7 @@ class Postgres:
 
     def refuse_second_start(self) -> None:
         if self.running():
-            raise ServerFailed(f"the services of {self.place.home} are running already: make services-down stops "
+            raise ServerFailed(f"the services of {self.place.home} are running already: {STOP_COMMAND} stops "
                                "them")
 
     def start(self, password: str) -> None:

@@ -31,6 +31,7 @@ from servers.postgres import Postgres
 from servers.processes import BIN, ServerFailed, Stop
 from servers.setup import (
     ROLE,
+    STOP_COMMAND,
     WORKER_FOLDER,
     Place,
     Users,
@@ -126,7 +127,7 @@ def print_ready(place: Place, users: Users, repository: str, commit: str) -> Non
               "password; put TLS in front (a reverse proxy, docs/team.md)")
     print(f"point a shell at them:  . {place.home / 'client.env'}")
     print(f"run:  {BIN / 'prefect'} deployment run 'training-pipeline/train' --param epochs=3 --watch")
-    print("stop: Ctrl-C here, or make services-down", flush=True)
+    print(f"stop: Ctrl-C here, or from another shell {STOP_COMMAND}", flush=True)
 
 
 def down(place: Place) -> int:

@@ -26,6 +26,7 @@ from tasks.tracking.registry_signature import KEY_ENV
 SECRET_NAMES = ("DB_PASSWORD", "MLFLOW_PASSWORD", "PREFECT_PASSWORD", "MLFLOW_SECRET_KEY")
 ROLE = "ringflow"  # the database role, MLflow's admin user and Prefect's auth user
 WORKER_FOLDER = "worker"  # in SERVICES_HOME: the worker's own (its workspace, its home)
+STOP_COMMAND = "ringflow services down (make services-down in ringflow's checkout)"  # from another shell
 # the worker's workspace: the checkout's code and the user's model files (models/README.md)
 WORKSPACE_LINKS = ("flows", "servers", "tasks", "trainer", "scripts", "models", "examples", ".venv")
 WORKSPACE_COPIES = ("params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore",

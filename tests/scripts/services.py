@@ -17,10 +17,11 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
+from servers.setup import STOP_COMMAND
 from tests.helpers import BIN, ROOT, commit_all, copy_checkout, free_port, quiet_env, run, workspace_env
 
 RUN_ID = re.compile(r"^mlflow run id:\s+(\w+)$", re.M)
-READY_LINE = "stop: Ctrl-C here, or make services-down"
+READY_LINE = f"stop: Ctrl-C here, or from another shell {STOP_COMMAND}"
 
 
 def read_client_env(path: Path) -> dict[str, str]:

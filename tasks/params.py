@@ -112,6 +112,8 @@ class ServingParams(Section):
     max_instances: int = Field(64, ge=1)  # images in one request; more: the request is refused
     max_request_bytes: int = Field(32 * 2**20, ge=1024)  # a request's body; larger: refused before it is read
     poll_seconds: float = Field(30, ge=1)  # how often the registry is asked which version is the champion
+    challenger: bool = False  # also serve the version holding the alias challenger (the gate's last one kept),
+    # beside the champion: .../labels/challenger:predict, its version's paths; a second model in memory
     max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=16, le=MAX_IMAGE_PIXELS)  # width x height an image's header
     # may declare; more: that image is refused before it is decoded. At most the default: the SavedModel's own
     # signature refuses over it wherever it is served (trainer/serving_bytes.py, baked in at export)

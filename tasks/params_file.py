@@ -107,6 +107,7 @@ COMMENTS: dict[str, str] = {  # a section or a dotted key -> what it does (its d
     "serving.max_instances": "images in one request; more: the request is refused (413)",
     "serving.max_request_bytes": "a request's body (32 MiB); larger: refused (413) before it is read",
     "serving.poll_seconds": "how often the registry is asked for the champion; a new one is loaded, then swapped in",
+    "serving.challenger": "true: the alias challenger's version too, at /v1/models/NAME/labels/challenger",
     "serving.max_image_pixels": ("width x height an image may declare (2048x2048); more: that image's error, before "
                                  "it is decoded. At most this default: the SavedModel's own signature refuses over it"),
     "serving.max_connections": "open connections and requests at once; more: 503 until some end",

@@ -25,7 +25,7 @@ from tasks import logs
 from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
 from tasks.paths import OUTPUTS_DIR, resolve_path
-from tasks.tracking.model_registry import encoded_examples
+from tasks.tracking.model_registry import CHALLENGER, encoded_examples
 from tasks.tracking.server import use_tracking
 
 
@@ -122,7 +122,7 @@ def serve(params: Params, wait: bool) -> None:
     import uvicorn
     settings = params.serving
     warm_up = encoded_examples(np.zeros((1, 8, 8, 1), np.float32))
-    champion = Champion(first_champion(params, warm_up, wait))
+    champion = Champion(first_champion(params, warm_up, wait), settings.challenger)
     batcher = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, settings.max_queued_requests)
     predictions = PredictionLog(resolve_path(settings.log_dir) if settings.log_dir else OUTPUTS_DIR / "predictions",
                                 settings.log_fraction, settings.log_max_per_second) if settings.log_fraction else None
@@ -131,8 +131,10 @@ def serve(params: Params, wait: bool) -> None:
     watcher = ChampionWatcher(champion, settings.poll_seconds,
                               (lambda: predictions.warm_up(warm_up)) if predictions is not None else warm_up)
     model, url = champion.model, f"http://{settings.host}:{settings.port}"
+    challenger = f" (/labels/{CHALLENGER}:predict: the {CHALLENGER})" if settings.challenger else ""
     log.info(f"{model.name} v{model.version} (the champion; loaded in {model.load_seconds:.1f} s) at {url}: POST "
-        f"/v1/models/{model.name}:predict and /invocations; GET /v1/models/{model.name} and /health. Ctrl-C stops")
+        f"/v1/models/{model.name}:predict{challenger} and /invocations; GET /v1/models/{model.name} and /health. "
+        "Ctrl-C stops")
     try:
         uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
                                       access_log=False, timeout_graceful_shutdown=10,

@@ -1,10 +1,11 @@
 """The HTTP side of make serve-model (FastAPI under uvicorn, one process): TensorFlow Serving's REST API
-(`POST /v1/models/<name>[/versions/N | /labels/champion]:predict` and `:classify`, the same paths' status and
-`/metadata`: servers/model/tf_serving.py), the Open Inference Protocol (`/v2/...`: servers/model/open_inference.py),
-Prometheus metrics (`/metrics`: servers/model/metrics.py), MLflow's scoring server (`POST /invocations`, `GET /ping`,
-`GET /health`) and the request limits. Every answer names the version that made it (the header X-Model-Version): the
-one current when its request came, which read it for its input shape. Every refused request is one line of the log,
-what the client chose in it escaped (no newline or terminal code of theirs reaches it)."""
+(`POST /v1/models/<name>[/versions/N | /labels/champion | /labels/challenger]:predict` and `:classify`, the same
+paths' status and `/metadata`: servers/model/tf_serving.py), the Open Inference Protocol (`/v2/...`:
+servers/model/open_inference.py), Prometheus metrics (`/metrics`: servers/model/metrics.py), MLflow's scoring server
+(`POST /invocations`, `GET /ping`, `GET /health`) and the request limits. Every answer names the version that made
+it (the header X-Model-Version): the one current when its request came, which read it for its input shape. Every
+refused request is one line of the log, what the client chose in it escaped (no newline or terminal code of theirs
+reaches it)."""
 from __future__ import annotations
 
 import asyncio
@@ -294,7 +295,7 @@ def open_inference_routes(app: FastAPI, serving: Serving) -> None:
     @app.get("/v2/models/{model_name}/versions/{version}")
     async def v2_metadata(model_name: str, version: str | None = None) -> JSONResponse:
         model = servable(champion, serving.name, model_name, version)
-        return serving.answer(model_metadata(model), model)
+        return serving.answer(model_metadata(model, [served.version for served in champion.versions()]), model)
 
     @app.post("/v2/models/{model_name}/infer")
     @app.post("/v2/models/{model_name}/versions/{version}/infer")

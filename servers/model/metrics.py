@@ -27,22 +27,24 @@ def image_problem(error: str) -> str:
 
 
 class ChampionCollector:
-    """The version answering (and one being loaded) and its load time, read from the champion at each scrape."""
+    """The versions answering (by alias; one being loaded) and their load times, read at each scrape."""
 
     def __init__(self, champion: Champion) -> None:
         self._champion = champion
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
-        model = self._champion.model
-        answering = GaugeMetricFamily(f"{PREFIX}_model_version_info", "The version answering (1) and one being "
-                                      "loaded (0)", labels=["model", "version"])
-        answering.add_metric([model.name, model.version], 1)
+        name, labels = self._champion.model.name, self._champion.labels
+        answering = GaugeMetricFamily(f"{PREFIX}_model_version_info", "The versions answering, by alias (1), and "
+                                      "one being loaded (0)", labels=["model", "version", "alias"])
+        for alias, model in labels.items():
+            answering.add_metric([name, model.version, alias], 1)
         if self._champion.loading:
-            answering.add_metric([model.name, self._champion.loading], 0)
-        loaded = GaugeMetricFamily(f"{PREFIX}_model_load_seconds", "How long the version answering took to load",
+            answering.add_metric([name, self._champion.loading, ""], 0)
+        loaded = GaugeMetricFamily(f"{PREFIX}_model_load_seconds", "How long each version answering took to load",
                                    labels=["model", "version"])
-        loaded.add_metric([model.name, model.version], model.load_seconds)
+        for model in self._champion.versions():
+            loaded.add_metric([name, model.version], model.load_seconds)
         yield answering
         yield loaded
 

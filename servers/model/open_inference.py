@@ -114,8 +114,8 @@ def infer_answer(result: Answer | TensorAnswer, model: ServedModel, request_id: 
     return answer | ({"id": str(request_id)} if request_id is not None else {})
 
 
-def model_metadata(model: ServedModel) -> dict[str, Any]:
-    """GET /v2/models/NAME: the version, the inputs it takes, the outputs it answers."""
+def model_metadata(model: ServedModel, versions: list[str]) -> dict[str, Any]:
+    """GET /v2/models/NAME: the versions served, the inputs `model` takes, the outputs it answers."""
     shape = list(model.image_shape)
     if model.tensor:
         outputs = model.signatures.get("serving_default", {}).get("outputs", {})
@@ -128,5 +128,5 @@ def model_metadata(model: ServedModel) -> dict[str, Any]:
                   {"name": IMAGE_INPUTS["FP32"], "datatype": "FP32", "shape": [-1, *shape]}]
         answers = [{"name": "classes", "datatype": "BYTES", "shape": [-1]},
                    {"name": "scores", "datatype": "FP32", "shape": [-1, len(model.class_names)]}]
-    return {"name": model.name, "versions": [model.version], "platform": "tensorflow_savedmodel",
+    return {"name": model.name, "versions": versions, "platform": "tensorflow_savedmodel",
             "inputs": inputs, "outputs": answers}

@@ -126,6 +126,18 @@ def champion_version(model_name: str) -> str | None:
     return None if version is None else str(version.version)
 
 
+def aliased_versions(model_name: str) -> dict[str, str]:
+    """The version each alias of the registered model is on now (one request); {} when there is no such model."""
+    from mlflow.exceptions import MlflowException
+    try:
+        aliases = mlflow_store.client().get_registered_model(model_name).aliases
+    except MlflowException as error:
+        if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return {}
+        raise
+    return {alias: str(version) for alias, version in aliases.items()}
+
+
 def load_version(model_name: str, version: str, warm_up: list[bytes]) -> ServedModel:
     """Download a version's MLflow model, check that its SavedModel is the one the pipeline signed for it
     (model_registry.verified_download) before TensorFlow reads any of it, load it and answer `warm_up` once (the

@@ -1,7 +1,7 @@
 """TensorFlow Serving's REST contract beyond `:predict` on the latest version: a version named by number
-(`/versions/N`) or by label (`/labels/champion`), its status, its metadata (the SavedModel's signature defs, as
-TensorFlow Serving writes them), `:classify` for a classifier, and the errors' words and codes when the model,
-version or label is not served."""
+(`/versions/N`) or by label (`/labels/champion`, `/labels/challenger`), its status, its metadata (the SavedModel's
+signature defs, as TensorFlow Serving writes them), `:classify` for a classifier, and the errors' words and codes
+when the model, version or label is not served."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,32 +9,45 @@ from typing import Any
 from servers.model.champion import Champion
 from servers.model.protocol import Inputs, Refused, counted, decoded_b64
 from servers.model.served_model import Answer, ServedModel
-from tasks.tracking.model_registry import CHAMPION
+from tasks.tracking.model_registry import CHALLENGER
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 
 
 def servable(champion: Champion, served_name: str, model_name: str, version: str | None = None,
              label: str | None = None) -> ServedModel:
-    """The version a request names (the latest: the one answering now), or Refused 404 in TensorFlow Serving's
-    words when this server does not serve it."""
-    model = champion.current()
+    """The version a request names (by number, or by label: champion, challenger; none: the champion), or Refused
+    404 in TensorFlow Serving's words when this server does not serve it."""
     if model_name != served_name:
         asked = f"Specific({model_name}, {version})" if version is not None else f"Latest({model_name})"
         raise Refused(404, f"Servable not found for request: {asked}; this server serves {served_name}")
-    if label is not None and label != CHAMPION:
-        raise Refused(404, f"Unrecognized servable version label: {label} (this server serves {CHAMPION})")
-    if version is not None and version != model.version:
+    if label is not None:
+        return labelled(champion, label)
+    if version is None:
+        return champion.current()
+    if (model := champion.of_version(version)) is None:
         loading = " (being loaded)" if version == champion.loading else ""
+        answering = ", ".join(served.version for served in champion.versions())
         raise Refused(404, f"Servable not found for request: Specific({model_name}, {version}){loading}; "
-                           f"version {model.version} answers")
+                           f"version {answering} answers")
     return model
 
 
+def labelled(champion: Champion, label: str) -> ServedModel:
+    """The version that answers as `label`, or Refused 404 saying which labels this server serves."""
+    if (model := champion.labelled(label)) is not None:
+        return model
+    served = " and ".join(champion.served_labels)
+    if label in champion.served_labels:
+        raise Refused(404, f"Unrecognized servable version label: {label} (no version holds the alias {label} now)")
+    hint = f" (serving.challenger: true serves the {CHALLENGER} too)" if label == CHALLENGER else ""
+    raise Refused(404, f"Unrecognized servable version label: {label} (this server serves {served}){hint}")
+
+
 def version_status(champion: Champion, version: str | None) -> dict[str, Any]:
-    """TensorFlow Serving's model status: every version (the one answering, one being loaded), or the one asked."""
+    """TensorFlow Serving's model status: every version (those answering, one being loaded), or the one asked."""
     ok = {"error_code": "OK", "error_message": ""}
-    versions = [{"version": champion.model.version, "state": "AVAILABLE", "status": ok}]
+    versions = [{"version": model.version, "state": "AVAILABLE", "status": ok} for model in champion.versions()]
     if champion.loading:
         versions.insert(0, {"version": champion.loading, "state": "LOADING", "status": ok})
     return {"model_version_status": [entry for entry in versions if version in (None, entry["version"])]}

@@ -19,7 +19,7 @@ import pytest
 from servers.model.champion import Champion, ChampionWatcher
 from servers.model.served_model import NotServable, ServedModel, load_version
 from tasks.tracking import mlflow_store, registry_signature
-from tasks.tracking.model_registry import CHAMPION, encoded_examples, log_registered_model
+from tasks.tracking.model_registry import CHALLENGER, CHAMPION, encoded_examples, log_registered_model
 from tests.conftest import Said
 from tests.helpers import PYTHON, ROOT, free_port, quiet_env, wait_for_http
 from tests.servers.model.test_server import start
@@ -81,9 +81,9 @@ def plain_version(registry: Registry, tags: dict[str, str]) -> str:
 class Watching:
     """A ChampionWatcher over the served version, polling every 0.1 s, its loads counted."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, with_challenger: bool = False) -> None:
         self.loads: list[str] = []
-        self.champion = Champion(load_version(NAME, registry.served, WARM_UP))
+        self.champion = Champion(load_version(NAME, registry.served, WARM_UP), with_challenger)
         self.watcher = ChampionWatcher(self.champion, 0.1, WARM_UP, load=self.counted(load_version))
 
     def counted(self, load: Callable[[str, str, list[bytes]], ServedModel]) -> Callable[..., ServedModel]:
@@ -169,6 +169,29 @@ def test_the_alias_removed_is_said_once_and_the_served_version_stays(
                      f"v{registry.served}", f"[serve-model] ringflow: the alias {CHAMPION} is on v{registry.served} "
                      "again"]
     assert watching.champion.model.version == registry.served and watching.loads == []
+
+
+def test_a_challenger_is_loaded_beside_the_champion_and_promoted_without_a_second_load(
+        registry: Registry, watching: Watching, said: Said) -> None:
+    watching.watcher.close()  # this test's watcher serves the challenger too
+    watching.champion = Champion(watching.champion.model, with_challenger=True)
+    watching.watcher = ChampionWatcher(watching.champion, 0.1, WARM_UP, load=watching.counted(load_version))
+    challenger = pipeline_version(registry)
+    registry.client().set_registered_model_alias(NAME, CHALLENGER, challenger)
+    watching.until(lambda: watching.champion.labelled(CHALLENGER) is not None)
+    assert watching.champion.model.version == registry.served
+    registry.champion(challenger)  # promoted: it answers as champion at once, the old one retired
+    watching.until(lambda: watching.champion.model.version == challenger)
+    assert watching.loads == [challenger] and [model.version for model in watching.champion.versions()] == [challenger]
+    registry.client().delete_registered_model_alias(NAME, CHALLENGER)
+    watching.until(lambda: watching.champion.labelled(CHALLENGER) is None)
+    assert watching.champion.model.version == challenger
+    assert said.lines("serve-model")[-3:] == [
+        f"[serve-model] ringflow v{challenger} answers as {CHALLENGER} now (loaded and warmed with 1 images in "
+        f"{watching.champion.model.load_seconds:.1f} s)",
+        f"[serve-model] ringflow v{challenger} answers now (loaded already; v{registry.served} retired)",
+        f"[serve-model] ringflow: no version holds the alias {CHALLENGER} now: v{challenger} answers as "
+        f"{CHALLENGER} no more"]
 
 
 def ended(server: subprocess.Popen) -> int | None:

@@ -59,12 +59,12 @@ def png(image: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def register(uri: str, digits_data: Path, folder: Path, epochs: int) -> str:
-    """A small CNN trained on the digits, registered as ringflow and made the champion; its version."""
+def register(uri: str, digits_data: Path, folder: Path, epochs: int, alias: str = "champion") -> str:
+    """A small CNN trained on the digits, registered as ringflow and given the alias (the champion); its version."""
     import mlflow
 
     from tasks.tracking import mlflow_store
-    from tasks.tracking.model_registry import CHAMPION, log_registered_model
+    from tasks.tracking.model_registry import log_registered_model
     from trainer.model_outputs import write_savedmodel
     from trainer.models import build_model
     images, labels = read_split(digits_data, "train")
@@ -76,7 +76,7 @@ def register(uri: str, digits_data: Path, folder: Path, epochs: int) -> str:
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         run_id = mlflow_store.start_run("serving-test", {}, {})
         version = log_registered_model(run_id, folder / "savedmodel", images[:2], CLASS_NAMES, "ringflow")
-        mlflow.MlflowClient(uri).set_registered_model_alias("ringflow", CHAMPION, version)
+        mlflow.MlflowClient(uri).set_registered_model_alias("ringflow", alias, version)
     return version
 
 
@@ -100,7 +100,7 @@ def server(digits_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     register(uri, digits_data, folder / "v1", epochs=8)
     port, log = free_port(), folder / "server.log"
-    process = start(uri, port, log)
+    process = start(uri, port, log, "serving.challenger=true")
     try:
         wait_for_http(f"http://127.0.0.1:{port}/health", 120, process)
         test_images = read_split(digits_data, "test")[0][:MAX_INSTANCES, ..., 0]
@@ -163,6 +163,32 @@ def test_tensorflow_serving_s_version_and_label_paths_and_metadata(server: Serve
                        (f"/versions/{other}/metadata", f"Specific(ringflow, {other})")):
         status, refused, _ = call(f"{base}{path}", image if path.endswith(":predict") else None)
         assert status == 404 and said in refused["error"], refused
+
+
+def test_the_challenger_answers_beside_the_champion_at_its_label_and_version(server: Server, digits_data: Path,
+                                                                            tmp_path: Path) -> None:
+    """serving.challenger: the version holding the alias challenger is loaded beside the champion; its label and
+    its version answer, the champion still answers the rest; the status, the Open Inference Protocol's metadata and
+    the metrics name both; the alias removed, its label is a 404 again."""
+    import mlflow
+    base, image = f"{server.url}/v1/models/ringflow", {"instances": [b64(drawn_digit(7))]}
+    champion = call(f"{base}:predict", image)[2]
+    assert "no version holds the alias challenger" in call(f"{base}/labels/challenger:predict", image)[1]["error"]
+    challenger = register(server.store_uri, digits_data, tmp_path, epochs=1, alias="challenger")
+    assert wait_until(lambda: call(f"{base}/labels/challenger")[0] == 200, 60), server.log.read_text()[-2000:]
+    for path, answering in (("/labels/challenger", challenger), (f"/versions/{challenger}", challenger),
+                            ("", champion), (f"/versions/{champion}", champion)):
+        assert call(f"{base}{path}:predict", image)[::2] == (200, answering)
+    assert {(entry["version"], entry["state"]) for entry in call(base)[1]["model_version_status"]} == \
+        {(champion, "AVAILABLE"), (challenger, "AVAILABLE")}
+    assert sorted(call(f"{server.url}/v2/models/ringflow")[1]["versions"]) == sorted([champion, challenger])
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as answer:
+        scraped = answer.read().decode()
+    for version, alias in ((champion, "champion"), (challenger, "challenger")):
+        assert metric(scraped, "ringflow_serving_model_version_info", version=version, alias=alias) == 1
+    mlflow.MlflowClient(server.store_uri).delete_registered_model_alias("ringflow", "challenger")
+    assert wait_until(lambda: call(f"{base}/labels/challenger:predict", image)[0] == 404, 60)
+    assert f"ringflow v{challenger} answers as challenger now (loaded and warmed" in server.log.read_text()
 
 
 def test_classify_gives_every_class_its_score_as_the_prediction_does(server: Server) -> None:

@@ -126,7 +126,7 @@ class ChampionWatcher:
             if (loaded := self._loaded(name, version, label)) is None:
                 return
             model, warmed = loaded
-            how = f"loaded and warmed with {warmed} images in {model.load_seconds:.1f} s"
+            how = f"loaded and warmed with {warmed} image{'' if warmed == 1 else 's'} in {model.load_seconds:.1f} s"
         retired = self._champion.relabel(label, model)
         now = "answers now" if label == CHAMPION else f"answers as {label} now"
         log.info(f"{name} v{version} {now} ({how}" + (f"; v{retired.version} retired)" if retired else ")"))

@@ -187,7 +187,7 @@ def test_a_challenger_is_loaded_beside_the_champion_and_promoted_without_a_secon
     watching.until(lambda: watching.champion.labelled(CHALLENGER) is None)
     assert watching.champion.model.version == challenger
     assert said.lines("serve-model")[-3:] == [
-        f"[serve-model] ringflow v{challenger} answers as {CHALLENGER} now (loaded and warmed with 1 images in "
+        f"[serve-model] ringflow v{challenger} answers as {CHALLENGER} now (loaded and warmed with 1 image in "
         f"{watching.champion.model.load_seconds:.1f} s)",
         f"[serve-model] ringflow v{challenger} answers now (loaded already; v{registry.served} retired)",
         f"[serve-model] ringflow: no version holds the alias {CHALLENGER} now: v{challenger} answers as "

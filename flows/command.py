@@ -6,6 +6,7 @@ params.yaml, data, outputs, runs and servers' state, as `make run` and the other
                                  prefect.yaml, .gitignore, a README; git and DVC set up; nothing overwritten
   ringflow run [--set K=V ...]   the pipeline (prepare, version, train, evaluate, export, register)
   ringflow sweep [--set K=V ...] a hyperparameter sweep (sweep: in params.yaml)
+  ringflow monitor [--end TIME]  the served predictions of the last window against the champion's reference (drift)
   ringflow serve-model           the registry's champion over HTTP (TensorFlow Serving's REST conventions)
   ringflow ui                    MLflow's UI on the project's runs
   ringflow services [up|down]    a team's servers (PostgreSQL, MLflow, Prefect, the pools and a worker)
@@ -26,6 +27,7 @@ from tasks.project import WORKSPACE_ENV, ProjectError, find_project  # not tasks
 COMMANDS: dict[str, tuple[str, list[str]]] = {  # the command -> the module whose main() it is, words put first
     "run": ("flows.pipeline", []),
     "sweep": ("flows.sweep", []),
+    "monitor": ("flows.monitor", []),
     "serve-model": ("servers.model.__main__", []),
     "ui": ("servers.ui", []),
     "services": ("servers.__main__", ["services"]),

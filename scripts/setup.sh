@@ -190,6 +190,10 @@ ensure_venv
 install_pins
 install_horovod
 install_ringflow
+# the monitor's drift report: Evidently in a venv of its own (tasks/monitoring/evidently_env.py; remade when
+# scripts/evidently.txt changes): here for the tests and a team's worker (whose user writes nothing in the checkout),
+# else on the monitor's first run
+[ "$PROFILE" = run ] || "$VENV/bin/python" -m tasks.monitoring.evidently_env
 echo "$FINGERPRINT" > "$STAMP"
 check_horovod
 log "ready"

@@ -126,6 +126,16 @@ class ServingParams(Section):
     log_dir: str | None = None  # where the hourly Parquet files go; None: outputs/predictions of the workspace
 
 
+class MonitorParams(Section):
+    """The monitor flow: the served items of the last window against the reference the training kept (Evidently)."""
+    window_minutes: float = Field(60, gt=0)  # the served items of this many minutes before the monitor's run
+    min_items: int = Field(100, ge=2)  # fewer items of the served version in the window: no verdict
+    threshold: float = Field(0.5, gt=0, le=1)  # the share of drifting columns (features, score) that is drift
+    answer_threshold: float = Field(0.2, gt=0, le=1)  # the answers' Jensen-Shannon distance that is drift
+    retrain: str | None = Field("training-pipeline/retrain", min_length=3)  # the deployment a drift starts
+    # (once per window); None: the monitor reports only
+
+
 SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}:[0-5]\d:[0-5]\d")  # [days-]HH:MM:SS
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a partition, account or QOS: it reaches the batch script
 
@@ -216,6 +226,7 @@ class Params(Section):
     pipeline: PipelineParams = PipelineParams()
     sweep: SweepParams = SweepParams()
     serving: ServingParams = ServingParams()
+    monitor: MonitorParams = MonitorParams()
 
     @model_validator(mode="after")
     def _np_from_the_allocation(self) -> "Params":

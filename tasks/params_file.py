@@ -118,6 +118,12 @@ COMMENTS: dict[str, str] = {  # a section or a dotted key -> what it does (its d
     "serving.log_fraction": "share of the served images (instances) logged with their answers; 0: none",
     "serving.log_max_per_second": "items logged per second at most; past it, a sample of them (never a request's wait)",
     "serving.log_dir": "the hourly Parquet files of logged predictions; null: outputs/predictions",
+    "monitor": "the monitor deployment: the last window's served items against the training's reference",
+    "monitor.window_minutes": "the served items of this many minutes before the monitor's run are compared",
+    "monitor.min_items": "fewer items of the served version in the window: no verdict",
+    "monitor.threshold": "share of drifting columns (brightness mean and spread, score: Evidently's tests) = drift",
+    "monitor.answer_threshold": "Jensen-Shannon distance between the answers' distributions that is drift",
+    "monitor.retrain": "the deployment a drift starts, once per window; null: report only",
 }
 
 

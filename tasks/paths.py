@@ -87,3 +87,9 @@ def resolve_path(argument: str) -> Path:
     """A path as a parameter gives it: relative paths are taken from the workspace (where params.yaml is)."""
     path = Path(argument).expanduser()
     return path if path.is_absolute() else WORKSPACE.root / path
+
+
+def prediction_log_dir(log_dir: str | None) -> Path:
+    """Where the model server logs its predictions and the monitor reads them (serving.log_dir; None: the
+    workspace's outputs/predictions)."""
+    return resolve_path(log_dir) if log_dir else OUTPUTS_DIR / "predictions"

@@ -54,6 +54,7 @@ from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import read_spec
 from trainer.model_outputs import loss_name, model_task
 from trainer.prepared_data import data_task, read_manifest
+from trainer.reference import REFERENCE
 
 RUN_FILE = "run.json"  # beside the trained model: the MLflow run that trained it
 Report = dict[str, Any]
@@ -371,14 +372,15 @@ def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine 
 
 
 def evaluate_step(run_id: str) -> dict[str, float]:
-    """Test metrics, per-class precision/recall, confusion matrix and training curves into the run and its
-    workspace (metrics.json, evaluation/)."""
+    """Test metrics, per-class precision/recall, confusion matrix, training curves and the drift monitor's
+    reference into the run and its workspace (metrics.json, evaluation/)."""
     workspace = RunWorkspace(run_id)
     with mlflow_store.failing_marks_run(run_id):
         check_trained_on(workspace.model_dir, PREPARED_DIR)
         outputs_written(workspace.model_dir, PREPARED_DIR)  # a sweep's trial trains without them
         evaluation = evaluate(workspace.model_dir, PREPARED_DIR)  # from the test predictions the training wrote
-        run_log.log_evaluation(run_id, evaluation, workspace.training_history(), workspace.evaluation_dir)
+        run_log.log_evaluation(run_id, evaluation, workspace.training_history(), workspace.evaluation_dir,
+                               workspace.model_dir / REFERENCE)
         write_text_atomic(workspace.metrics_file, json.dumps(evaluation.metrics, indent=2))
     return evaluation.metrics
 

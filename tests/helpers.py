@@ -59,7 +59,7 @@ def commit_all(repo: Path, message: str) -> None:
 
 def copy_checkout(target: Path, source: Path = ROOT, prepared: bool = True) -> Path:
     """The project's files (as git sees them, run records as committed) in a new git repo at target, sharing this
-    .venv: for tests that change or commit the code itself. `prepared`: as make_workspace's."""
+    .venv (and Evidently's): for tests that change or commit the code itself. `prepared`: as make_workspace's."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=source,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     for name in filter(None, listed):
@@ -70,6 +70,7 @@ def copy_checkout(target: Path, source: Path = ROOT, prepared: bool = True) -> P
             else:
                 shutil.copy2(source / name, target / name)
     (target / ".venv").symlink_to(source / ".venv")
+    (target / ".venv-evidently").symlink_to(source / ".venv-evidently")  # the monitor's (made by set-up)
     commit_all(target, "copy")
     if prepared:
         seed_prepared(target)

@@ -59,6 +59,11 @@ def model_input_shape(manifest: dict[str, Any], image_size: int | None = None) -
     return (image_size, image_size, channels) if image_size else (height, width, channels)
 
 
+def evaluation_records(data_dir: Path, manifest: dict[str, Any], split: str) -> Any:
+    """The serialized records of a whole split in the order an evaluation (one process, rank_dataset) reads them."""
+    return _records(data_dir, manifest, split, rank_share(manifest, split, 0, 1), False, 0)
+
+
 def decode_image(encoded: Any, channels: int) -> Any:
     """Encoded image bytes (JPEG, PNG, GIF's first frame, BMP) -> uint8 [H, W, channels]: how the training reads
     its records and the SavedModel's bytes signature reads what it is sent. Decoded as stored, then converted:

@@ -20,6 +20,7 @@ import numpy as np
 
 from trainer.model_io import load_model, read_spec
 from trainer.prepared_data import data_kind, data_task, output_size
+from trainer.reference import write_reference
 
 TEST_PREDICTIONS = "test_predictions.npz"  # the whole test split: classification: probabilities [N, classes]
 # (float32), labels [N]; regression: predictions [N, k] (float32), targets [N, k]
@@ -191,13 +192,14 @@ def write_model_outputs(model_dir: Path, data_dir: Path, manifest: dict[str, Any
     outputs, targets, inputs = split_predictions(model, data_dir, manifest, "test", input_shape, task)
     tmp = model_dir / f".tmp-{SAVEDMODEL}"
     shutil.rmtree(tmp, ignore_errors=True)
+    class_names = spec.get("classes") or [str(index) for index in range(spec.get("num_classes", 0))]
     if data_kind(manifest) == "tensor":
         write_tensor_savedmodel(model, tmp, input_shape, task)
     else:
-        write_savedmodel(model, tmp, spec.get("classes") or [str(index) for index in range(spec["num_classes"])],
-                         input_shape)
+        write_savedmodel(model, tmp, class_names, input_shape)
     shutil.rmtree(model_dir / SAVEDMODEL, ignore_errors=True)
     os.replace(tmp, model_dir / SAVEDMODEL)
+    write_reference(model_dir, data_dir, manifest, outputs, task, class_names)
     sample = inputs[:PARITY_IMAGES]
     _save_npz(model_dir / PARITY_SAMPLE, images=sample, probabilities=outputs[:len(sample)])
     extra = extra_metrics(model_dir, task, targets, outputs)

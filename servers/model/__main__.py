@@ -24,7 +24,7 @@ from servers.model.served_model import NotServable, ServedModel, champion_versio
 from tasks import logs
 from tasks.errors import INTERRUPTED_EXIT, report
 from tasks.params import Params, ParamsError, load_params, parse_assignments
-from tasks.paths import OUTPUTS_DIR, resolve_path
+from tasks.paths import prediction_log_dir
 from tasks.tracking.model_registry import CHALLENGER, encoded_examples
 from tasks.tracking.server import use_tracking
 
@@ -124,8 +124,8 @@ def serve(params: Params, wait: bool) -> None:
     warm_up = encoded_examples(np.zeros((1, 8, 8, 1), np.float32))
     champion = Champion(first_champion(params, warm_up, wait), settings.challenger)
     batcher = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, settings.max_queued_requests)
-    predictions = PredictionLog(resolve_path(settings.log_dir) if settings.log_dir else OUTPUTS_DIR / "predictions",
-                                settings.log_fraction, settings.log_max_per_second) if settings.log_fraction else None
+    predictions = PredictionLog(prediction_log_dir(settings.log_dir), settings.log_fraction,
+                                settings.log_max_per_second) if settings.log_fraction else None
     app = serving_app(champion, batcher, Limits(settings.max_request_bytes, settings.max_instances,
                                                 settings.max_image_pixels, settings.read_timeout_seconds), predictions)
     watcher = ChampionWatcher(champion, settings.poll_seconds,

@@ -1,13 +1,11 @@
 """Served predictions, logged for later analysis (drift), and the last served images, kept to warm a new version
 with real traffic: a sample of the served items (serving.log_fraction of them, at most serving.log_max_per_second)
-with the time, the request's id, the version, the input's summary features (an image: its size, channels, the mean
-and spread of its brightness; a tensor: its values, or their summary when there are more than TENSOR_VALUES) and
-the answer, written by a thread of its own as Parquet files, a folder an hour (LOG_DIR/YYYY-MM-DDTHH/part-*.parquet,
-each written whole, then renamed into place). No request waits for it: items go to a bounded queue, and one that
-does not fit is dropped and counted."""
+with the time, the request's id, the version, the input's summary features (trainer/input_summary.py: those the
+training's reference holds of its test split) and the answer, written by a thread of its own as Parquet files, a
+folder an hour (LOG_DIR/YYYY-MM-DDTHH/part-*.parquet, each written whole, then renamed into place). No request
+waits for it: items go to a bounded queue, and one that does not fit is dropped and counted."""
 from __future__ import annotations
 
-import io
 import os
 import queue
 import random
@@ -23,13 +21,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from tasks.logs import logger
+from trainer.input_summary import image_summary, tensor_summary
 
 log = logger("serve-model")
 QUEUE_ITEMS = 4096  # items waiting to be written; more: dropped (counted)
 FLUSH_SECONDS = 10.0  # a file at most this often (and at the end)
 DRAIN_SECONDS = 1.0  # how often the writer takes what waits
 WARM_UP_IMAGES = 32  # the last served images kept to warm a new version with (TensorFlow Serving's warm-up records)
-TENSOR_VALUES = 64  # a tensor instance of more values is logged as its summary
 
 
 @dataclass(frozen=True)
@@ -58,42 +56,28 @@ def schema() -> Any:
                       ("latency_ms", pa.float64())])
 
 
+def item_answer(result: Any, index: int) -> tuple[str, float, str]:
+    """(answer, score, error) of one item: an image classifier's class name and best score; a tensor classifier's
+    class id and best probability; a regressor's first output (no answer)."""
+    if hasattr(result, "classes"):
+        error = result.errors[index]
+        return str(result.classes[index]), 0.0 if error else float(np.max(result.scores[index])), error
+    outputs = result.outputs
+    if "classes" in outputs and "probabilities" in outputs:
+        return str(int(outputs["classes"][index])), float(np.max(outputs["probabilities"][index])), ""
+    return "", float(np.asarray(next(iter(outputs.values()))[index]).ravel()[0]), ""
+
+
 def served_items(inputs: Any, result: Any, version: str, request_id: str, latency_ms: float) -> list[Served]:
     """A request's items as served: each input (Inputs: encoded images, pixels or a tensor model's instances) with
-    its row of the answer (an Answer's class, best score and error; a TensorAnswer's first output's first value)."""
+    its row of the answer (item_answer)."""
     given = inputs.encoded if inputs.encoded is not None else inputs.pixels if inputs.pixels is not None \
         else inputs.features
     now, served = time.time(), []
     for index in range(len(given)):
-        if hasattr(result, "classes"):
-            answer, error = str(result.classes[index]), result.errors[index]
-            score = 0.0 if error else float(np.max(result.scores[index]))
-        else:
-            answer, error = "", ""
-            score = float(np.asarray(next(iter(result.outputs.values()))[index]).ravel()[0])
+        answer, score, error = item_answer(result, index)
         served.append(Served(now, request_id, version, index, given[index], answer, score, error, latency_ms))
     return served
-
-
-def image_summary(given: bytes | np.ndarray) -> dict[str, Any]:
-    """An image's width, height, channels and the mean and spread of its brightness (0..255)."""
-    if isinstance(given, bytes):
-        from PIL import Image
-        with Image.open(io.BytesIO(given)) as image:
-            bands = len(image.getbands())
-            brightness = np.asarray(image.convert("L"), np.float32)
-    else:
-        bands, brightness = given.shape[-1], given.astype(np.float32).mean(axis=-1)
-    return {"kind": "image", "height": brightness.shape[0], "width": brightness.shape[1], "channels": bands,
-            "mean": float(brightness.mean()), "spread": float(brightness.std())}
-
-
-def tensor_summary(given: np.ndarray) -> dict[str, Any]:
-    """A tensor instance's values (or, past TENSOR_VALUES of them, their mean, spread, minimum and maximum)."""
-    values = given.astype(np.float32).ravel()
-    summary = {"kind": "tensor", "mean": float(values.mean()), "spread": float(values.std()),
-               "minimum": float(values.min()), "maximum": float(values.max())}
-    return summary | ({"values": values.tolist()} if values.size <= TENSOR_VALUES else {})
 
 
 def row(served: Served, tensor: bool) -> dict[str, Any]:

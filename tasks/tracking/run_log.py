@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from tasks.versioning.run_state import RunState
 from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
+from trainer.reference import REFERENCE
 
+REFERENCE_ARTIFACT = f"evaluation/{REFERENCE}"  # what a drift monitor compares the served items with
 STATE_TAG = "ringflow.state_key"  # the run's RunState.key: what the retraining skip looks up
 RESOLVED_KEYS = ("world_size", "global_batch_size", "warmup_start_learning_rate", "warmup_steps", "steps_per_epoch",
                  "resumed_from_epoch", "records_per_rank", "dropped_per_rank")  # what the job made of the params
@@ -135,9 +138,11 @@ def metric_name(text: str) -> str:
     return "".join(char if char.isalnum() or char in "_-./" else "_" for char in text)
 
 
-def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[float]], work_dir: Path) -> None:
+def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[float]], work_dir: Path,
+                   reference: Path | None = None) -> None:
     """Test metrics; a classifier's per-class precision/recall (metrics and JSON) and confusion-matrix PNG, a
-    regressor's per-target scores (JSON); the training-curves PNG."""
+    regressor's per-target scores (JSON); the training-curves PNG; the drift monitor's reference (REFERENCE_ARTIFACT,
+    when the training kept one)."""
     per_class_metrics = {f"test_{score}_{metric_name(name)}": values[score]
                          for name, values in evaluation.per_class.items() for score in ("precision", "recall")}
     mlflow_store.log_metrics(run_id, evaluation.metrics | per_class_metrics)
@@ -150,6 +155,8 @@ def log_evaluation(run_id: str, evaluation: Evaluation, history: dict[str, list[
                 {"classes": evaluation.class_names, "matrix": evaluation.confusion.tolist()}))
             confusion_matrix_png(evaluation.confusion, evaluation.class_names, tmp / "confusion_matrix.png")
         training_curves_png(history, tmp / "training_curves.png")
+        if reference is not None and reference.is_file():
+            shutil.copyfile(reference, tmp / reference.name)
     mlflow_store.log_artifacts(run_id, work_dir, "evaluation")
 
 

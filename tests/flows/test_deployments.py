@@ -7,6 +7,7 @@ runs from the others' by their ids."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -88,7 +90,8 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[
     repo = copy_checkout(tmp_path_factory.mktemp("served"))
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["train"].update(epochs=2, **train)
-    params["serving"].update(port=free_port(), poll_seconds=1)  # make serve's model server
+    # make serve's model server; every item the drift test sends is logged
+    params["serving"].update(port=free_port(), poll_seconds=1, log_max_per_second=10_000)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-qam", "2 epochs"],
                    cwd=repo, check=True)
@@ -115,10 +118,11 @@ def serving(tmp_path_factory: pytest.TempPathFactory, **train: int) -> Iterator[
         log.close()
 
 
-def deployment_run(served: Served, name: str, *params: str) -> tuple[subprocess.CompletedProcess, str | None]:
-    """`prefect deployment run training-pipeline/<name> --param ... --watch`; (result, flow run id)."""
+def deployment_run(served: Served, name: str, *params: str,
+                   flow: str = "training-pipeline") -> tuple[subprocess.CompletedProcess, str | None]:
+    """`prefect deployment run <flow>/<name> --param ... --watch`; (result, flow run id)."""
     arguments = [item for param in params for item in ("--param", param)]
-    done = run([str(BIN / "prefect"), "deployment", "run", f"training-pipeline/{name}", *arguments, "--watch"],
+    done = run([str(BIN / "prefect"), "deployment", "run", f"{flow}/{name}", *arguments, "--watch"],
                served.repo, served.env, timeout=900)
     found = re.search(r"UUID:\s*([0-9a-f-]{36})", done.stdout)
     return done, found.group(1) if found else None
@@ -180,12 +184,13 @@ def test_every_entrypoint_imports(monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect.flows import load_flow_from_entrypoint
     monkeypatch.chdir(ROOT)
     deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
-    assert {d["name"] for d in deployments} == {"train", "retrain", "train-remote", "sweep"}
+    assert {d["name"] for d in deployments} == {"train", "retrain", "monitor", "train-remote", "sweep"}
     for deployment in deployments:
-        assert load_flow_from_entrypoint(deployment["entrypoint"]).name == "training-pipeline"
+        flow = "serving-monitor" if deployment["name"] == "monitor" else "training-pipeline"
+        assert load_flow_from_entrypoint(deployment["entrypoint"]).name == flow
 
 
-def test_retrain_schedule_is_registered(served: Served) -> None:
+def test_retrain_and_monitor_schedules_are_registered(served: Served) -> None:
     retrain = api_call(served.api, "/deployments/name/training-pipeline/retrain")
     (schedule,) = retrain["schedules"]
     assert (schedule["schedule"]["cron"], schedule["schedule"]["timezone"], schedule["active"]) == \
@@ -193,6 +198,8 @@ def test_retrain_schedule_is_registered(served: Served) -> None:
     assert retrain["parameters"] == {"skip_unchanged": True} and retrain["enforce_parameter_schema"]
     assert retrain["work_pool_name"] == POOL
     assert api_call(served.api, "/deployments/name/training-pipeline/train")["schedules"] == []
+    (hourly,) = api_call(served.api, "/deployments/name/serving-monitor/monitor")["schedules"]
+    assert (hourly["schedule"]["cron"], hourly["active"]) == ("5 * * * *", True)
 
 
 def test_the_scheduler_makes_the_retrain_runs(served: Served) -> None:
@@ -250,8 +257,8 @@ def test_evaluation_report_and_registered_model(served: Served, trained: Trained
     assert len(model.predict(pd.DataFrame({"pixels": list(np.zeros((3, 64), np.float32))}))) == 3  # 8x8x1, flat
 
 
-def test_make_serve_serves_the_champion_a_deployment_run_promotes(served: Served, trained: Trained) -> None:
-    """make serve's model server started before any model was registered; it serves what the run promoted."""
+def wait_for_the_champion(served: Served) -> str:
+    """Until make serve's model server serves the registry's champion; its model's address."""
     from mlflow.tracking import MlflowClient
     champion = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}") \
         .get_model_version_by_alias("ringflow", "champion")
@@ -264,6 +271,12 @@ def test_make_serve_serves_the_champion_a_deployment_run_promotes(served: Served
             served_version = api_call(model_server, "")["model_version_status"][0]["version"]
         except OSError:  # not listening yet
             continue
+    return model_server
+
+
+def test_make_serve_serves_the_champion_a_deployment_run_promotes(served: Served, trained: Trained) -> None:
+    """make serve's model server started before any model was registered; it serves what the run promoted."""
+    model_server = wait_for_the_champion(served)
     drawn = base64.b64encode(drawn_digit(4)).decode()
     answer = api_call(f"{model_server}:predict", "", {"instances": [{"b64": drawn}]})["predictions"][0]
     assert answer["classes"] in [str(digit) for digit in range(10)] and answer["errors"] == ""
@@ -377,3 +390,79 @@ def test_a_sweep_through_its_deployment_goes_on_past_a_trial_refused_for_bad_inp
     refused = trials["4096"]
     assert refused.info.status == "FAILED" and refused.data.tags["ringflow.sweep.trial_state"] == "failed"
     assert "exceeds the 1257 training records" in refused.data.tags["ringflow.sweep.said"]
+
+
+def served_stream(served: Served, images: np.ndarray) -> None:
+    """The images as PNG to make serve's model server, 16 a request, as a client sends them."""
+    from PIL import Image
+    model_server = f"http://127.0.0.1:{served.model_port}/v1/models/ringflow:predict"
+    encoded = []
+    for image in images:
+        out = io.BytesIO()
+        Image.fromarray(image.astype(np.uint8)).save(out, "PNG")
+        encoded.append(base64.b64encode(out.getvalue()).decode())
+    for start in range(0, len(encoded), 16):
+        answer = api_call(model_server, "", {"instances": [{"b64": item} for item in encoded[start:start + 16]]})
+        assert all(item["errors"] == "" for item in answer["predictions"])
+
+
+def shifted(images: np.ndarray) -> np.ndarray:
+    """The images inverted, rotated or noisy, in turn (a world that moved away from the training data)."""
+    noise = np.random.default_rng(0).normal(0, 80, images.shape[1:])
+    moved = [255 - image if index % 3 == 0 else np.rot90(image) if index % 3 == 1 else image + noise
+             for index, image in enumerate(images)]
+    return np.clip(moved, 0, 255)
+
+
+def logged_items(served: Served) -> int:
+    import pyarrow.parquet as pq
+    return sum(pq.read_metadata(part).num_rows for part in (served.repo / "outputs" / "predictions").rglob("*.parquet"))
+
+
+def drift_runs(served: Served) -> list[dict]:
+    """The flow runs a drift started (tagged `drift`)."""
+    return api_call(served.api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["drift"]}}})
+
+
+def monitor(served: Served, window: tuple[datetime, datetime]) -> subprocess.CompletedProcess:
+    """`python -m flows.monitor` over the window, on make serve's Prefect server."""
+    minutes = (window[1] - window[0]).total_seconds() / 60
+    return run([str(BIN / "python"), "-m", "flows.monitor", "--set", f"monitor.window_minutes={minutes}", "--end",
+                window[1].isoformat()], served.repo, served.env, timeout=300)
+
+
+def test_a_shifted_stream_is_drift_that_starts_one_retraining_an_unshifted_one_is_not(served: Served,
+                                                                                      trained: Trained) -> None:
+    """make serve's model server answers the test split's images, then the same images inverted, rotated or noisy;
+    the monitor over the first window finds no drift and starts nothing; the monitor deployment over the second
+    finds drift, logs Evidently's report under the served version and starts the retrain deployment, which runs;
+    the monitor over that window again starts no second one."""
+    from mlflow.tracking import MlflowClient
+    images = helpers.read_split(served.repo / "data" / "prepared", "test")[0][..., 0]
+    wait_for_the_champion(served)
+    logged = logged_items(served)
+    times = [datetime.now(timezone.utc)]
+    served_stream(served, images)
+    times.append(datetime.now(timezone.utc))
+    served_stream(served, shifted(images))
+    times.append(datetime.now(timezone.utc))
+    assert helpers.wait_until(lambda: logged_items(served) >= logged + 2 * len(images), 60)
+    done = monitor(served, (times[0], times[1]))
+    assert done.returncode == 0 and f"{len(images)} item(s) answered" in done.stdout + done.stderr, done.stderr[-2000:]
+    assert "monitor:        no drift" in done.stdout and not drift_runs(served)
+    minutes = (times[2] - times[1]).total_seconds() / 60
+    done, flow_run_id = deployment_run(served, "monitor", f"window_minutes={minutes}", f"end={times[2].isoformat()}",
+                                       flow="serving-monitor")
+    assert done.returncode == 0 and "Completed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    (started,) = drift_runs(served)
+    again = monitor(served, (times[1], times[2]))
+    assert "was started for this window already" in again.stdout + again.stderr and len(drift_runs(served)) == 1
+    client = MlflowClient(tracking_uri=f"sqlite:///{served.repo / 'mlruns' / 'mlflow.db'}")
+    champion = client.get_model_version_by_alias("ringflow", "champion")
+    report_run = client.get_run(champion.tags["ringflow.drift.run_id"])
+    assert report_run.data.tags["ringflow.drift"] == "true" and champion.tags["ringflow.drift.detected"] == "true"
+    assert {item.path for item in client.list_artifacts(report_run.info.run_id, "drift")} >= \
+        {"drift/report.html", "drift/features.png", "drift/answers.png"}
+    assert helpers.wait_until(lambda: api_call(served.api, f"/flow_runs/{started['id']}")["state_type"]
+                              in ("COMPLETED", "FAILED", "CRASHED"), 600)
+    assert api_call(served.api, f"/flow_runs/{started['id']}")["state_type"] == "COMPLETED"

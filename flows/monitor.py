@@ -54,6 +54,7 @@ def start_retraining(deployment: str, result: MonitorResult) -> str:
     from prefect.client.schemas import FlowRun
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterTags
     from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
 
     async def started_already() -> Any:
         async with get_client() as client:
@@ -62,7 +63,11 @@ def start_retraining(deployment: str, result: MonitorResult) -> str:
                 flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[window_tag(result)])),
                 deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[target.id])), limit=1)
             return found[0] if found else None
-    earlier = asyncio.run(started_already())
+    try:
+        earlier = asyncio.run(started_already())
+    except ObjectNotFound:
+        return f"drift: no deployment {deployment} on this Prefect server (make serve deploys it): no retraining " \
+               "started"
     if earlier is not None:
         return f"drift: {deployment} was started for this window already (flow run {earlier.name}): not again"
     started: FlowRun = run_deployment(deployment, timeout=0, as_subflow=False,  # type: ignore[assignment]

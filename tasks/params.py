@@ -132,8 +132,15 @@ class MonitorParams(Section):
     min_items: int = Field(100, ge=2)  # fewer items of the served version in the window: no verdict
     threshold: float = Field(0.5, gt=0, le=1)  # the share of drifting columns (features, score) that is drift
     answer_threshold: float = Field(0.2, gt=0, le=1)  # the answers' Jensen-Shannon distance that is drift
-    retrain: str | None = Field("training-pipeline/retrain", min_length=3)  # the deployment a drift starts
-    # (once per window); None: the monitor reports only
+    retrain: str | None = "training-pipeline/retrain"  # the deployment a drift starts (once per window); None: the
+    # monitor reports only
+
+    @field_validator("retrain")
+    @classmethod
+    def _deployment_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", value):
+            raise ValueError(f"{value!r} is no deployment's full name: FLOW/DEPLOYMENT, as training-pipeline/retrain")
+        return value
 
 
 SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}:[0-5]\d:[0-5]\d")  # [days-]HH:MM:SS

@@ -122,3 +122,12 @@ def test_no_champion_is_nothing_to_monitor_and_a_champion_without_a_reference_is
     with pytest.raises(NothingToMonitor, match=f"ringflow v{version} has no reference to compare with: its run "
                                                f"{run_id} kept no evaluation/reference.json"):
         monitor_window(params, window)
+
+
+def test_a_bad_monitor_setting_is_one_line_before_anything_starts() -> None:
+    from tests.helpers import PYTHON, ROOT, quiet_env, run
+    done = run([PYTHON, "-m", "flows.monitor", "--set", "monitor.retrain=retrain"], ROOT, quiet_env(), timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: bad parameter monitor.retrain: 'retrain' is no deployment's full name: FLOW/DEPLOYMENT, as "
+        "training-pipeline/retrain"], done.stderr
+    assert "Flow run" not in done.stdout

@@ -57,4 +57,6 @@ def make_venv(python: Path) -> None:
 
 
 if __name__ == "__main__":
+    from tasks import logs
+    logs.setup()
     evidently_python()

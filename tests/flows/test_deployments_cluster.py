@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.flows.test_deployments import Served, api_call, serving
+from tests.flows.test_deployments import Served, cancel_flow_run, serving
 from tests.helpers import BIN, run, wait_until
 from tests.tasks.launch.cluster_hosts import cluster_up, ranks_on
 from tests.tasks.launch.test_slurm_cluster import job_field, no_rank_left
@@ -44,16 +44,6 @@ def start_deployment_run(served: Served, overrides: str) -> str:
     assert started.returncode == 0 and flow_run_id, started.stdout[-2000:] + started.stderr[-2000:]
     assert wait_until(lambda: bool(ranks_on("h1") and ranks_on("h2")), 600), "training never started on both hosts"
     return flow_run_id[1]
-
-
-def cancel_flow_run(served: Served, flow_run_id: str) -> None:
-    """`prefect flow-run cancel`, and a bounded wait for the run's CANCELLED state."""
-    cancel = run([str(BIN / "prefect"), "flow-run", "cancel", flow_run_id], served.repo, served.env, timeout=120)
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-
-    def cancelled() -> bool:
-        return api_call(served.api, f"/flow_runs/{flow_run_id}")["state"]["type"] == "CANCELLED"
-    assert wait_until(cancelled, 120)
 
 
 def test_cancelling_a_deployment_run_leaves_no_process_on_any_host(served: Served, cluster: list[str]) -> None:

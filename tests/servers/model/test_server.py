@@ -426,6 +426,15 @@ def timed_call(url: str, body: Any) -> tuple[float, tuple[int, dict[str, Any], s
     return time.monotonic() - started, answer
 
 
+def beside_call(url: str, body: Any) -> tuple[float, tuple[int, dict[str, Any], str]]:
+    """A request sent beside another, asked again while the queue of one request is full (429: the other's image
+    may hold it); the time until it is answered."""
+    started = time.monotonic()
+    while (answer := call(url, body))[0] == 429 and time.monotonic() - started < 10:
+        time.sleep(0.01)
+    return time.monotonic() - started, answer
+
+
 def test_an_image_declaring_20000x20000_pixels_is_refused_from_its_header_without_stalling_others(
         tight_server: Server) -> None:
     from tests.trainer.test_serving_bytes import png_declaring
@@ -438,7 +447,7 @@ def test_an_image_declaring_20000x20000_pixels_is_refused_from_its_header_withou
         predict, {"instances": [b64(bomb), b64(drawn_digit(1))]})))
     sender.start()
     time.sleep(0.05)
-    results["beside"] = timed_call(predict, digit)
+    results["beside"] = beside_call(predict, digit)
     sender.join(60)
     after = resident_bytes(tight_server.process.pid)
     (bomb_seconds, (status, answer, _)), (beside_seconds, beside) = results["bomb"], results["beside"]
@@ -475,6 +484,7 @@ def test_a_full_queue_is_429_as_tensorflow_serving_says_resource_exhausted(tight
     body = {"instances": [b64(png(image)) for image in tight_server.test_images]}
     statuses: list[tuple[int, dict[str, Any]]] = []
     start_together = threading.Barrier(24)
+    lines_before = len(tight_server.log.read_text().splitlines())  # the module's other tests may have had a 429
 
     def client() -> None:
         start_together.wait()
@@ -489,7 +499,7 @@ def test_a_full_queue_is_429_as_tensorflow_serving_says_resource_exhausted(tight
     assert {status for status, _ in statuses} == {200, 429} and busy[0] == {
         "error": "The batch scheduling queue to which this task was submitted is full"}
     assert sum("(429): The batch scheduling queue" in line
-               for line in tight_server.log.read_text().splitlines()) == len(busy)
+               for line in tight_server.log.read_text().splitlines()[lines_before:]) == len(busy)
 
 
 def test_json_python_cannot_read_is_a_400_in_one_line(server: Server) -> None:

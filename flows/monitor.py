@@ -90,6 +90,7 @@ def serving_monitor(window_minutes: Optional[PositiveFloat] = None, end: Optiona
 
 
 def monitor(params: Params, window: Window) -> dict[str, Any]:
+    """The window compared, its line said, the retraining started on drift; what the flow returns."""
     logger = get_run_logger()
     result = monitor_window(params, window)
     logger.info(outcome_line(result, params.monitor))

@@ -87,7 +87,6 @@ def record(params: Params, result: MonitorResult, comparison: Comparison, folder
     if comparison.answer_distance is not None:
         metrics["answer_distance"] = comparison.answer_distance
     mlflow_store.log_metrics(run_id, metrics)
-    (folder / "summary.json").write_text(json.dumps(comparison.columns, indent=2))
     for name in ("report.html", "summary.json", "features.png", "answers.png"):
         if (folder / name).is_file():
             mlflow_store.log_artifacts(run_id, folder / name, "drift")

@@ -183,17 +183,24 @@ install_oip_client() {
   echo "$OIP_FINGERPRINT" > "$OIP_VENV/.ringflow-setup"
 }
 
+install_evidently() {
+  # the monitor's drift report: Evidently in a venv of its own (tasks/monitoring/evidently_env.py; remade when
+  # scripts/evidently.txt changes): here for the tests and a team's worker (whose user writes nothing in the
+  # checkout), else on the monitor's first run
+  "$VENV/bin/python" -m tasks.monitoring.evidently_env
+}
+
 ensure_debian_packages
 [ "$PROFILE" != test ] || fetch_real_digits
-[ "$PROFILE" != test ] || install_oip_client
 ensure_venv
+# the venvs of their own install beside the stack's (each its own folder; pip's cache takes turns)
+SIDE_JOBS=()
+if [ "$PROFILE" = test ]; then install_oip_client & SIDE_JOBS+=($!); fi
 install_pins
+if [ "$PROFILE" != run ]; then install_evidently & SIDE_JOBS+=($!); fi  # (it reads the project's settings)
 install_horovod
 install_ringflow
-# the monitor's drift report: Evidently in a venv of its own (tasks/monitoring/evidently_env.py; remade when
-# scripts/evidently.txt changes): here for the tests and a team's worker (whose user writes nothing in the checkout),
-# else on the monitor's first run
-[ "$PROFILE" = run ] || "$VENV/bin/python" -m tasks.monitoring.evidently_env
+for job in "${SIDE_JOBS[@]}"; do wait "$job"; done
 echo "$FINGERPRINT" > "$STAMP"
 check_horovod
 log "ready"

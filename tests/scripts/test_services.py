@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +23,7 @@ from tests.scripts.services import RUN_ID, Services, started_services
 
 pytestmark = pytest.mark.slow  # PostgreSQL, two servers, a worker, whole pipelines
 ONE_RANK = "--set=train.np=1"  # the servers are what these pipelines try: one rank reports as two would
+OUTAGE_EPOCHS = 12  # the second user's: the servers go away after its epoch 2
 
 
 @pytest.fixture(scope="module")
@@ -75,53 +77,6 @@ def test_the_servers_database_role_owns_their_databases_and_runs_no_program(serv
     assert "must be superuser or have privileges of the pg_execute_server_program role" in refused.value.stderr
 
 
-def test_two_users_share_one_experiment_registry_and_gate(services: Services, tmp_path: Path) -> None:
-    users = {name: make_workspace(tmp_path / name) for name in ("ada", "grace")}
-    run_ids = {}
-    for name, workspace in users.items():
-        done = pipeline(services, workspace, "train.epochs=3")
-        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-        run_ids[name] = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
-        assert not (workspace / "mlruns" / "mlflow.db").exists()  # nothing tracked in the user's checkout
-    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
-    found = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
-    assert {run["info"]["run_id"] for run in found} == set(run_ids.values())
-    assert {run["info"]["status"] for run in found} == {"FINISHED"}
-    versions = services.mlflow("model-versions/search?filter=name%3D%27ringflow%27")["model_versions"]
-    assert sorted((version["version"], version["run_id"]) for version in versions) == \
-        [("1", run_ids["ada"]), ("2", run_ids["grace"])]
-    assert re.search(r"ringflow v2 (promoted to champion|kept as challenger): test accuracy \S+ vs champion v1 \S+ "
-                     r"on the same test split", done.stdout)
-    in_postgres = services.psql("mlflow", "SELECT run_uuid FROM runs ORDER BY start_time").split()
-    assert in_postgres == [run_ids["ada"], run_ids["grace"]]
-    assert int(services.psql("prefect", "SELECT count(*) FROM flow_run WHERE state_type = 'COMPLETED'")) >= 2
-    served = services.home / "mlflow-artifacts"
-    assert len(list(served.glob("*/*/artifacts/savedmodel/saved_model.pb"))) == 2  # through the server's HTTP
-
-
-def test_copy_runs_moves_a_user_s_history_to_the_server_once(services: Services, tmp_path: Path) -> None:
-    alone = make_workspace(tmp_path / "alone")
-    done = run([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, "--set=train.epochs=2"], alone,
-               workspace_env(alone))
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    local_run = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
-    copy = [str(BIN / "python"), "-m", "tasks", "copy-runs", "--to", services.client["MLFLOW_TRACKING_URI"]]
-    # the server's credentials, as a user takes them from client.env (authentication is on, on loopback too)
-    credentials = {name: services.client[name] for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
-                                                             "RINGFLOW_CREDENTIALS_FOR")}
-    first, second = (run(copy, alone, workspace_env(alone, **credentials)) for _ in range(2))
-    assert first.returncode == 0 and re.match(r"copied 1 runs and 1 model versions", first.stdout), first.stderr
-    assert second.stdout.startswith("copied 0 runs and 0 model versions (1 runs and 1 versions were there already)")
-    found = services.mlflow("runs/search", {"experiment_ids": [experiment_id(services)],
-                                            "filter": f"tags.`ringflow.copied_from` = '{local_run}'"})["runs"]
-    assert len(found) == 1
-    copied = found[0]["info"]["run_id"]
-    history = services.mlflow(f"metrics/get-history?run_id={copied}&metric_key=loss")["metrics"]
-    assert sorted(metric["step"] for metric in history) == [0, 1]
-    listed = services.mlflow(f"artifacts/list?run_id={copied}")["files"]
-    assert {"model", "savedmodel", "evaluation"} <= {entry["path"] for entry in listed}
-
-
 def experiment_id(services: Services) -> str:
     return services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]["experiment_id"]
 
@@ -159,12 +114,21 @@ def training(services: Services, workspace: Path, epochs: int, *flags: str) -> t
     return process, Lines(process)
 
 
-def test_the_mlflow_server_killed_for_30_s_and_the_prefect_server_restarted_mid_run_lose_nothing(
-        services: Services, tmp_path: Path) -> None:
-    """Both servers away while the run trains (MLflow killed for 30 s, Prefect stopped for 10 s of them): the run
-    finishes, each epoch's metrics logged once, and its flow run completes."""
-    epochs = 12
-    process, lines = training(services, make_workspace(tmp_path / "workspace"), epochs)
+@dataclass
+class TwoUsers:
+    run_ids: dict[str, str]
+    grace_said: str  # the second user's pipeline output
+
+
+@pytest.fixture(scope="module")
+def two_users(services: Services, tmp_path_factory: pytest.TempPathFactory) -> TwoUsers:
+    """Two users' pipelines on the servers, one after the other, in checkouts of their own: ada's plain; grace's
+    with both servers away while it trains (MLflow killed for 30 s, Prefect stopped for 10 s of them)."""
+    folder = tmp_path_factory.mktemp("two-users")
+    ada, grace = make_workspace(folder / "ada"), make_workspace(folder / "grace")
+    done = pipeline(services, ada, "train.epochs=2")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    process, lines = training(services, grace, OUTAGE_EPOCHS)
     lines.wait_for(r"epoch 2: ")
     assert services.script("stop", "mlflow", "--kill").returncode == 0
     assert services.script("stop", "prefect").returncode == 0
@@ -173,15 +137,66 @@ def test_the_mlflow_server_killed_for_30_s_and_the_prefect_server_restarted_mid_
     time.sleep(20)
     assert services.script("start", "mlflow").returncode == 0
     assert process.wait(timeout=900) == 0, lines.text[-3000:]
-    run_id = RUN_ID.search(lines.text)[1]  # type: ignore[index]
+    for workspace in (ada, grace):
+        assert not (workspace / "mlruns" / "mlflow.db").exists()  # nothing tracked in the user's checkout
+    return TwoUsers({"ada": RUN_ID.search(done.stdout)[1], "grace": RUN_ID.search(lines.text)[1]},  # type: ignore
+                    lines.text)
+
+
+def test_two_users_share_one_experiment_registry_and_gate(services: Services, two_users: TwoUsers) -> None:
+    run_ids = two_users.run_ids
+    experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
+    found = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
+    assert {run["info"]["run_id"] for run in found} == set(run_ids.values())
+    assert {run["info"]["status"] for run in found} == {"FINISHED"}
+    versions = services.mlflow("model-versions/search?filter=name%3D%27ringflow%27")["model_versions"]
+    assert sorted((version["version"], version["run_id"]) for version in versions) == \
+        [("1", run_ids["ada"]), ("2", run_ids["grace"])]
+    assert re.search(r"ringflow v2 (promoted to champion|kept as challenger): test accuracy \S+ vs champion v1 \S+ "
+                     r"on the same test split", two_users.grace_said)
+    in_postgres = services.psql("mlflow", "SELECT run_uuid FROM runs ORDER BY start_time").split()
+    assert in_postgres == [run_ids["ada"], run_ids["grace"]]
+    assert int(services.psql("prefect", "SELECT count(*) FROM flow_run WHERE state_type = 'COMPLETED'")) >= 2
+    served = services.home / "mlflow-artifacts"
+    assert len(list(served.glob("*/*/artifacts/savedmodel/saved_model.pb"))) == 2  # through the server's HTTP
+
+
+def test_the_mlflow_server_killed_for_30_s_and_the_prefect_server_restarted_mid_run_lose_nothing(
+        services: Services, two_users: TwoUsers) -> None:
+    """Both servers away while the second user's run trains: the run finishes, each epoch's metrics logged once, and
+    its flow run completes."""
+    run_id = two_users.run_ids["grace"]
     assert services.mlflow(f"runs/get?run_id={run_id}")["run"]["info"]["status"] == "FINISHED"
     for key in ("loss", "val_accuracy", "images_per_sec"):
-        assert logged_steps(services, run_id, key) == list(range(epochs)), key  # each epoch once: none lost or twice
+        assert logged_steps(services, run_id, key) == list(range(OUTAGE_EPOCHS)), key  # each once: none lost or twice
     api = services.client["PREFECT_API_URL"]
     flow_runs = api_call(api, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"is_null_": True}},
                                                      "sort": "START_TIME_DESC", "limit": 1},  # not a scheduled one
                          auth=services.client["PREFECT_API_AUTH_STRING"])
     assert flow_runs[0]["state_type"] == "COMPLETED", flow_runs[0]["state"]
+
+
+def test_copy_runs_moves_a_user_s_history_to_the_server_once(services: Services, tmp_path: Path) -> None:
+    alone = make_workspace(tmp_path / "alone")
+    done = run([str(BIN / "python"), "-m", "flows.pipeline", ONE_RANK, "--set=train.epochs=2"], alone,
+               workspace_env(alone))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    local_run = RUN_ID.search(done.stdout)[1]  # type: ignore[index]
+    copy = [str(BIN / "python"), "-m", "tasks", "copy-runs", "--to", services.client["MLFLOW_TRACKING_URI"]]
+    # the server's credentials, as a user takes them from client.env (authentication is on, on loopback too)
+    credentials = {name: services.client[name] for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+                                                             "RINGFLOW_CREDENTIALS_FOR")}
+    first, second = (run(copy, alone, workspace_env(alone, **credentials)) for _ in range(2))
+    assert first.returncode == 0 and re.match(r"copied 1 runs and 1 model versions", first.stdout), first.stderr
+    assert second.stdout.startswith("copied 0 runs and 0 model versions (1 runs and 1 versions were there already)")
+    found = services.mlflow("runs/search", {"experiment_ids": [experiment_id(services)],
+                                            "filter": f"tags.`ringflow.copied_from` = '{local_run}'"})["runs"]
+    assert len(found) == 1
+    copied = found[0]["info"]["run_id"]
+    history = services.mlflow(f"metrics/get-history?run_id={copied}&metric_key=loss")["metrics"]
+    assert sorted(metric["step"] for metric in history) == [0, 1]
+    listed = services.mlflow(f"artifacts/list?run_id={copied}")["files"]
+    assert {"model", "savedmodel", "evaluation"} <= {entry["path"] for entry in listed}
 
 
 def logged_steps(services: Services, run_id: str, key: str) -> list[int]:

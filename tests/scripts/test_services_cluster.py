@@ -117,11 +117,12 @@ def test_a_remote_pool_template_changed_through_the_api_runs_nothing_on_the_host
 
 
 def deployment_run(services: Services, deployment: str) -> dict[str, dict[str, str]]:
-    """`prefect deployment run training-pipeline/DEPLOYMENT --param epochs=2 --watch` from a user's shell: the
-    MLflow run it made (its info, tags and params, each a dict)."""
+    """`prefect deployment run training-pipeline/DEPLOYMENT --param epochs=2 --param np=1 --watch` from a user's
+    shell: the MLflow run it made (its info, tags and params, each a dict)."""
     env = dict(services.env, **services.client)
     done = run([str(BIN / "prefect"), "deployment", "run", f"training-pipeline/{deployment}", "--param",
-                "epochs=2", "--watch", "--watch-timeout", "900"], services.repo, env, timeout=1200)
+                "epochs=2", "--param", "np=1", "--watch", "--watch-timeout", "900"], services.repo, env,
+               timeout=1200)
     assert done.returncode == 0 and "Completed" in done.stdout, (done.stdout + done.stderr)[-3000:]
     experiment = services.mlflow("experiments/get-by-name?experiment_name=ringflow")["experiment"]
     found = services.mlflow("runs/search", {"experiment_ids": [experiment["experiment_id"]],

@@ -381,7 +381,7 @@ def test_a_promoted_champion_is_served_without_a_failed_request(server: Server, 
     assert re.search(r"warmed with (\d+) images?", swapped)[1] != "1", swapped  # served ones, not the blank default
 
 
-def test_no_champion_a_taken_port_and_ctrl_c_are_one_line_each(server: Server, tmp_path: Path) -> None:
+def test_no_champion_and_a_taken_port_are_one_line_each(server: Server, tmp_path: Path) -> None:
     empty = start(f"sqlite:///{tmp_path / 'empty.db'}", free_port(), tmp_path / "empty.log")
     assert empty.wait(120) == 2
     assert (tmp_path / "empty.log").read_text().splitlines()[-1].startswith(
@@ -389,12 +389,6 @@ def test_no_champion_a_taken_port_and_ctrl_c_are_one_line_each(server: Server, t
     taken = start(server.store_uri, int(server.url.rsplit(":", 1)[1]), tmp_path / "taken.log")
     assert taken.wait(120) == 2
     assert "cannot listen on 127.0.0.1:" in (tmp_path / "taken.log").read_text().splitlines()[-1]
-    port = free_port()
-    interrupted = start(server.store_uri, port, tmp_path / "interrupted.log")
-    wait_for_http(f"http://127.0.0.1:{port}/health", 120, interrupted)
-    interrupted.send_signal(signal.SIGINT)
-    assert interrupted.wait(30) == 130
-    assert (tmp_path / "interrupted.log").read_text().splitlines()[-1] == "[serve-model] stopped (Ctrl-C)"
 
 
 @pytest.fixture(scope="module")
@@ -500,6 +494,13 @@ def test_a_full_queue_is_429_as_tensorflow_serving_says_resource_exhausted(tight
         "error": "The batch scheduling queue to which this task was submitted is full"}
     assert sum("(429): The batch scheduling queue" in line
                for line in tight_server.log.read_text().splitlines()[lines_before:]) == len(busy)
+
+
+def test_ctrl_c_stops_the_server_in_one_line_exit_130(tight_server: Server) -> None:
+    """(The tight server's last test: it ends it.)"""
+    tight_server.process.send_signal(signal.SIGINT)
+    assert tight_server.process.wait(30) == 130
+    assert tight_server.log.read_text().splitlines()[-1] == "[serve-model] stopped (Ctrl-C)"
 
 
 def test_json_python_cannot_read_is_a_400_in_one_line(server: Server) -> None:

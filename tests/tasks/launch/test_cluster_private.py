@@ -62,7 +62,8 @@ def test_horovod_trains_on_hosts_without_a_shared_filesystem(private_cluster: li
     for host in ("h1", "h2"):  # nothing of the run stays there, and no process
         assert on_host(host, "ls", "-A", str(tmp_path)).stdout.split() == [], host
         assert ranks_on(host) == []
-
+    if controller == "mpi":  # what follows is the head's shipping, the same for either controller
+        return
     more = params.model_copy(update={"train": params.train.model_copy(update={"epochs": 5})})
     lines.clear()
     train(more, digits_data, model_dir, checkpoints, run_id, lines.append)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -44,12 +45,36 @@ def train_for_test(params: Params, data_dir: Path, tmp_path: Path, lines: list[s
     return out
 
 
+def six_epochs(backend: str, epochs: int = 6) -> Params:
+    return Params(train=TrainParams(backend=backend, np=2, epochs=epochs, warmup_epochs=1, tensorboard=False))
+
+
+@dataclass
+class Trained:
+    out: Path  # the model folder
+    lines: list[str]
+    checkpoints: Path
+
+
+@pytest.fixture(scope="module")
+def trained(digits_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Trained]:
+    """A backend's two-replica training of six epochs, made once for the module's tests (the resume tests go on from
+    its checkpoints)."""
+    done: dict[str, Trained] = {}
+
+    def training(backend: str) -> Trained:
+        if backend not in done:
+            folder, lines = tmp_path_factory.mktemp(f"six-epochs-{backend}"), []
+            out = train_for_test(six_epochs(backend), digits_data, folder, lines)
+            done[backend] = Trained(out, lines, folder / "checkpoints")
+        return done[backend]
+    return training
+
+
 @pytest.mark.parametrize("backend", ["horovod", "horovod-tape", "mirrored", "mirrored-tape", "multiworker",
                                      "multiworker-tape", "central-storage", "one-device", "parameter-server"])
-def test_every_backend_trains_the_cnn(backend: str, digits_data: Path, tmp_path: Path) -> None:
-    lines: list[str] = []
-    params = Params(train=TrainParams(backend=backend, np=2, epochs=6, warmup_epochs=1))
-    out = train_for_test(params, digits_data, tmp_path, lines)
+def test_every_backend_trains_the_cnn(backend: str, digits_data: Path, trained: Callable[[str], Trained]) -> None:
+    out, lines = trained(backend).out, trained(backend).lines
     assert evaluate(out, digits_data).metrics["test_accuracy"] >= 0.8, lines[-10:]
     epochs = [line for line in lines if re.search(r"epoch \d+: ", line)]
     assert len(epochs) == 6 and all("images_per_sec=" in line for line in epochs)
@@ -101,52 +126,31 @@ def test_a_killed_run_resumes_from_its_last_epoch_at_the_scaled_learning_rate(di
     assert summary["warmup_steps"] == summary["steps_per_epoch"] == 1257 // 64
 
 
-def two_epochs(backend: str) -> Params:
-    return Params(train=TrainParams(backend=backend, np=2, epochs=2, warmup_epochs=0, tensorboard=False))
-
-
-@pytest.fixture(scope="module")
-def checkpoints_after_two_epochs(digits_data: Path, tmp_path_factory: pytest.TempPathFactory
-                                 ) -> Callable[[str, Path], Path]:
-    """A copy, at the folder given, of the checkpoints of two epochs of a backend's two-worker training (each
-    backend trained once for the module's tests)."""
-    trained: dict[str, Path] = {}
-
-    def copy_to(backend: str, folder: Path) -> Path:
-        if backend not in trained:
-            trained[backend] = tmp_path_factory.mktemp(f"two-epochs-{backend}")
-            train_for_test(two_epochs(backend), digits_data, trained[backend], [])
-        return Path(shutil.copytree(trained[backend] / "checkpoints", folder))
-    return copy_to
-
-
 @pytest.mark.parametrize("backend", ["multiworker", "multiworker-tape"])
 def test_multiworker_workers_resume_from_the_same_epoch(backend: str, digits_data: Path, tmp_path: Path,
-                                                        checkpoints_after_two_epochs: Callable[[str, Path], Path],
+                                                        trained: Callable[[str], Trained],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Two workers restore the run's checkpoints, agree on the epoch (checked across them) and go on together;
     the worker that is not the lead leaves none of its scratch checkpoints and model copies behind."""
-    checkpoints = checkpoints_after_two_epochs(backend, tmp_path / "checkpoints")
+    checkpoints = Path(shutil.copytree(trained(backend).checkpoints, tmp_path / "checkpoints"))
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the workers' temporary files
     lines: list[str] = []
-    first = two_epochs(backend)
-    more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 4})})
-    train(more, digits_data, tmp_path / "model", checkpoints, None, lines.append)
-    assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [3, 4]
+    train(six_epochs(backend, epochs=8), digits_data, tmp_path / "model", checkpoints, None, lines.append)
+    assert [int(m[1]) for line in lines if (m := re.search(r"epoch (\d+): ", line))] == [7, 8]
     found = digests(lines)
     assert len(found) == 2 and found[0] == found[1]
     assert [path.name for path in scratch.iterdir()] in ([], ["__pycache__"])  # autograph's own compiled code
 
 
 def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(
-        digits_data: Path, tmp_path: Path, checkpoints_after_two_epochs: Callable[[str, Path], Path]) -> None:
-    """Worker 0 sees the run's checkpoints (epoch 2), worker 1 a directory without them (as a host with a stale
+        digits_data: Path, tmp_path: Path, trained: Callable[[str], Trained]) -> None:
+    """Worker 0 sees the run's checkpoints (epoch 6), worker 1 a directory without them (as a host with a stale
     copy would): both stop with one line instead of training on from different models."""
-    first = two_epochs("multiworker")
-    more = first.model_copy(update={"train": first.train.model_copy(update={"epochs": 3})})
-    checkpoint_dirs = (checkpoints_after_two_epochs("multiworker", tmp_path / "checkpoints"), tmp_path / "empty")
+    more = six_epochs("multiworker", epochs=7)
+    checkpoint_dirs = (Path(shutil.copytree(trained("multiworker").checkpoints, tmp_path / "checkpoints")),
+                       tmp_path / "empty")
     cluster = {"worker": [f"localhost:{free_port()}" for _ in checkpoint_dirs]}
     processes = []
     for index, checkpoint_dir in enumerate(checkpoint_dirs):
@@ -155,7 +159,7 @@ def test_multiworker_workers_that_restored_different_epochs_refuse_to_train(
         env = rank_environment() | quiet_env(TF_CONFIG=tf_config)
         processes.append(Process([sys.executable, "-m", "trainer", "--config", str(config)], env, str(index)))
     with pytest.raises(RankFailed, match=r"failed \(exit 1\): .*WorkersDisagreeError: the workers found different "
-                                         r"epochs \(this one [02], the mean 1\): every worker must see the run's "
+                                         r"epochs \(this one [06], the mean 3\): every worker must see the run's "
                                          r"checkpoint directory$"):
         run_processes(processes, ROOT, print)
 

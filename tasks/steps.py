@@ -26,6 +26,7 @@ from tasks.data.validate import save_report, validated
 from tasks.launch.hostlist import host_slots, listed
 from tasks.launch.job import train
 from tasks.launch.job_config import check_resumable, checkpoint_owner, config_key, trained_already
+from tasks.launch.output.communication import communication_advice
 from tasks.launch.plan import data_plan_lines, describe_launch, listening_lines
 from tasks.launch.preflight import (
     LaunchCheck,
@@ -368,6 +369,8 @@ def train_step(params: Params, run_id: str, check: LaunchCheck, on_line: OnLine 
         scaling_key = config_key(params, read_manifest(PREPARED_DIR), with_np=False)
         run_log.log_training(run_id, params, result.summary, workspace.model_dir, scaling_key)
         write_text_atomic(workspace.model_dir / RUN_FILE, json.dumps({"run_id": run_id}))
+    if advice := communication_advice(result.summary, params.train.batch_size):
+        on_line(advice)
     return workspace.model_dir
 
 

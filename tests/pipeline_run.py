@@ -26,6 +26,7 @@ class PipelineRun:
     flow_run_id: str  # its flow run on the session's Prefect server
     dvc_lock: str  # dvc.lock as the run left it
     outputs: dict[str, dict[str, str]]  # each folder dvc.lock records (data/prepared, outputs/model, ...): dir_hashes
+    logged: str = ""  # what its flow logged (Prefect's lines, on stderr)
 
 
 def dir_hashes(folder: Path) -> dict[str, str]:
@@ -60,4 +61,4 @@ def pipeline_run(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> 
     dvc_lock = (repo / "dvc.lock").read_text()
     return PipelineRun(repo, done.stdout, found["mlflow run id"], float(found["test accuracy"]),
                        Path(found["SavedModel"]), flow_run["id"], dvc_lock,
-                       {folder: dir_hashes(repo / folder) for folder in recorded_folders(dvc_lock)})
+                       {folder: dir_hashes(repo / folder) for folder in recorded_folders(dvc_lock)}, done.stderr)

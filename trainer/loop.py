@@ -66,6 +66,11 @@ class Backend:
         """The epoch the job resumed from, for its summary (an elastic ring's synced state holds it)."""
         return started
 
+    def communication(self, model: tf.keras.Model, history: History, run: session.Plan) -> dict[str, float] | None:
+        """The gradients' averaging against the steady step (trainer/communication.py), timed by every process after
+        the epochs; None where the backend does not measure it."""
+        return None
+
 
 def train(config: TrainerConfig, backend: Backend) -> None:
     """Train this process's part; the lead checkpoints every epoch and writes the model and what follows it."""
@@ -80,12 +85,13 @@ def train(config: TrainerConfig, backend: Backend) -> None:
         started = resume(config, backend, checkpoints)
         trains = started < config.train.epochs or not backend.must_train
         history = backend.epochs(config, run, model, checkpoints, started) if trains else {}
+        communication = backend.communication(model, history, run) if trains else None
         fail_before_save()  # tests only
         session.print_weights_digest(model, backend.who())  # every process, to compare
         if backend.lead() or elsewhere:
             out_dir = elsewhere / "model" if elsewhere else job.out_dir
             session.save_results(config, model, backend.final_plan(config, run), history, out_dir,
-                                 backend.resumed_from(started))
+                                 backend.resumed_from(started), communication)
 
 
 @contextlib.contextmanager

@@ -212,9 +212,10 @@ def print_weights_digest(model: tf.keras.Model, who: str) -> None:
 
 
 def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
-                 started_epoch: int) -> None:
+                 started_epoch: int, communication: dict[str, float] | None = None) -> None:
     """The final model (spec + weights), what the steps after the training read (when the job asks for it), and
-    last a summary of the run (the mark of a finished training), into out_dir."""
+    last a summary of the run (the mark of a finished training; with the averaging's share of a step when it was
+    measured), into out_dir."""
     spec = {"model": config.train.model, "model_args": config.train.model_args, "input_shape": list(run.input_shape),
             "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"], "task": run.task,
             "outputs": run.outputs,
@@ -228,4 +229,6 @@ def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, histor
                "resumed_from_epoch": started_epoch, "precision": config.train.precision,
                "records_per_rank": list(run.data.records), "dropped_per_rank": list(run.data.dropped),
                "history": {key: [float(x) for x in values] for key, values in history.items()}}
+    if communication:
+        summary["communication"] = communication
     write_train_summary(summary, out_dir)

@@ -11,6 +11,7 @@ import yaml
 
 from tasks.atomic import atomic_dir
 from tasks.data.validate import REPORT_NAME
+from tasks.launch.output.communication import COMMUNICATION_TAG, communication_advice, communication_figures
 from tasks.outputs.charts import confusion_matrix_png, training_curves_png
 from tasks.outputs.evaluate import Evaluation
 from tasks.params import Params
@@ -115,11 +116,13 @@ def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir
                             | {"scaling_key": scaling_key})
     if summary["history"].get("images_per_sec"):  # none when the run was finished from its checkpoints
         steady = steady_images_per_sec(summary)
-        metrics = {"images_per_sec_steady": steady}
+        metrics = {"images_per_sec_steady": steady, **communication_figures(summary)}
         reference = single_process_rate(params.tracking.experiment, scaling_key)
         if reference and params.train.np > 1:
             metrics["scaling_efficiency"] = steady / (params.train.np * reference)
         mlflow_store.log_metrics(run_id, metrics)
+        if advice := communication_advice(summary, params.train.batch_size):
+            mlflow_store.set_tags(run_id, {COMMUNICATION_TAG: advice})
     for name in (MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY, CONFIG_FILE_NAME):
         mlflow_store.log_artifacts(run_id, model_dir / name, "model")
     if (model_dir / "tensorboard").is_dir():

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tasks.launch.output.communication import COMMUNICATION_TAG, HIGH_SHARE
 from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
 from tests.pipeline_run import PipelineRun
 
@@ -40,6 +41,10 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     assert mlflow_run.data.metrics["test_accuracy"] == pytest.approx(pipeline_run.test_accuracy, abs=1e-4)
     assert pipeline_run.test_accuracy >= 0.95
     assert "test_loss" in mlflow_run.data.metrics
+    share = mlflow_run.data.metrics["allreduce_share"]  # np 2: the gradients' averaging timed against a step
+    assert 0 < share <= 1 and mlflow_run.data.metrics["allreduce_ms"] > 0
+    advice = mlflow_run.data.tags.get(COMMUNICATION_TAG)  # said, and tagged, when it is a high share
+    assert (advice is not None) == (share >= HIGH_SHARE) and (advice is None or advice in pipeline_run.logged)
     for key in EPOCH_METRICS:
         assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
     artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}

@@ -89,6 +89,14 @@ class Horovod(Backend):
         """Rank 0's count for every rank (all see the run's checkpoint directory)."""
         return hvd_tf.broadcast_object(epochs_done, root_rank=0)  # Horovod: one answer for all ranks
 
+    def communication(self, model: tf.keras.Model, history: dict[str, list[float]],
+                      run: session.Plan) -> dict[str, float] | None:
+        if hvd.size() < 2:
+            return None
+        from trainer.communication import measured
+        return measured(model, history, run.global_batch,
+                        lambda tensor: hvd_tf.allreduce(tensor, op=hvd_tf.Average))  # Horovod: a step's collective
+
 
 def average_over_ranks(values: tf.Tensor) -> tf.Tensor:
     """Element-wise sum over ranks (eager)."""

@@ -95,6 +95,10 @@ class HorovodElastic(horovod_fit.HorovodFit):
     def resumed_from(self, started: int) -> int:
         return int(self.state.started)  # Horovod: rank 0's, synced
 
+    def communication(self, model: tf.keras.Model, history: loop.History,
+                      run: session.Plan) -> dict[str, float] | None:
+        return None  # a ring whose members change is not timed: a rank that joined late may have ended already
+
 
 def train(config: TrainerConfig) -> None:
     loop.train(config, HorovodElastic())

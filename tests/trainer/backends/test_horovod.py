@@ -12,6 +12,8 @@ from tasks.launch.supervise.processes import run_streaming
 from tasks.params import Params, TrainParams
 from tests.helpers import ROOT, quiet_env
 from trainer.config import JobSpec
+from trainer.model_io import read_train_summary
+from trainer.models import build_model
 from trainer.protocol import weights_digests
 
 pytestmark = pytest.mark.slow  # real horovodrun
@@ -30,4 +32,8 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
     assert (tmp_path / "model.weights.h5").is_file()  # rank 0 saved the model
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index", "ckpt-2.index"]
     assert any("epoch 2:" in line and "images_per_sec=" in line for line in lines)
+    measured = read_train_summary(tmp_path)["communication"]  # the averaging timed by both ranks after the epochs
+    trainable = build_model("cnn", (8, 8, 1), 10).count_params()  # the digits' CNN: all its weights train
+    assert measured["gradient_bytes"] == 4 * trainable and measured["allreduce_ms"] > 0
+    assert measured["step_ms"] > 0 and 0 < measured["allreduce_share"] <= 1
 

@@ -11,19 +11,14 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from trainer.model_io import steady_images_per_sec
+
 TIMED_AVERAGES = 7  # after one untimed (its negotiation is cached for the rest, as a training's is)
 
 
 def gradient_elements(model: tf.keras.Model) -> int:
     """How many numbers one step's gradients hold: the model's trainable weights."""
     return int(sum(np.prod(weight.shape) for weight in model.trainable_weights))
-
-
-def steady_step_seconds(history: dict[str, list[float]], global_batch: int) -> float | None:
-    """A training step's seconds in the steady epochs (all but the first, which traces), from their images/sec."""
-    rates = history.get("images_per_sec", [])
-    steady = rates[1:] or rates
-    return global_batch / statistics.mean(steady) if steady and min(steady) > 0 else None
 
 
 def averaging_seconds(elements: int, average: Callable[[tf.Tensor], Any]) -> float:
@@ -45,8 +40,9 @@ def measured(model: tf.keras.Model, history: dict[str, list[float]], global_batc
     averaging's and the step's milliseconds, and the averaging's share of the step; None where no step was timed."""
     elements = gradient_elements(model)
     seconds = averaging_seconds(elements, average)
-    step = steady_step_seconds(history, global_batch)
-    if not step:
+    rate = steady_images_per_sec(history)
+    if not rate:
         return None
+    step = global_batch / rate
     return {"gradient_bytes": 4 * elements, "allreduce_ms": 1000 * seconds, "step_ms": 1000 * step,
             "allreduce_share": min(1.0, seconds / step)}

@@ -62,3 +62,10 @@ def read_train_summary(model_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no training summary: {path} is missing (run the train step)")
     return json.loads(path.read_text())
+
+
+def steady_images_per_sec(history: dict[str, list[float]]) -> float:
+    """Mean images/sec over the epochs after the first (which includes tracing and warm-up); 0 without any."""
+    per_epoch = history.get("images_per_sec", [])
+    steady = per_epoch[1:] or per_epoch
+    return sum(steady) / len(steady) if steady else 0.0

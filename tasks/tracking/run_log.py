@@ -23,7 +23,7 @@ from tasks.user_code import SOURCE_DIR, code_file, named_code, source_line
 from tasks.versioning.dvc import DataVersion
 from tasks.versioning.run_state import RunState
 from trainer.config import CONFIG_FILE_NAME
-from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY
+from trainer.model_io import MODEL_SPEC, MODEL_WEIGHTS, TRAIN_SUMMARY, steady_images_per_sec
 from trainer.prepared_data import MANIFEST_NAME, read_manifest
 from trainer.reference import REFERENCE
 
@@ -95,13 +95,6 @@ def interrupted_runs(experiment: str) -> list[Any]:
                                     max_results=20)
 
 
-def steady_images_per_sec(summary: dict[str, Any]) -> float:
-    """Mean images/sec over the epochs after the first (which includes tracing and warm-up)."""
-    per_epoch = summary["history"].get("images_per_sec", [])
-    steady = per_epoch[1:] or per_epoch
-    return sum(steady) / len(steady) if steady else 0.0
-
-
 def single_process_rate(experiment: str, key: str) -> float | None:
     """images_per_sec_steady of the latest finished np=1 run with this config key, if any."""
     runs = mlflow_store.newest_runs(experiment, f"params.scaling_key = '{key}' and params.`train.np` = '1' "
@@ -115,7 +108,7 @@ def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir
     mlflow_store.log_params(run_id, {f"resolved.{key}": value for key, value in resolved.items()}
                             | {"scaling_key": scaling_key})
     if summary["history"].get("images_per_sec"):  # none when the run was finished from its checkpoints
-        steady = steady_images_per_sec(summary)
+        steady = steady_images_per_sec(summary["history"])
         metrics = {"images_per_sec_steady": steady, **communication_figures(summary)}
         reference = single_process_rate(params.tracking.experiment, scaling_key)
         if reference and params.train.np > 1:

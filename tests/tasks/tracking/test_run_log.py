@@ -16,9 +16,9 @@ from tasks.tracking.run_log import (
     metric_name,
     run_link,
     runs_link,
-    steady_images_per_sec,
 )
 from tasks.versioning.run_state import RunState
+from trainer.model_io import steady_images_per_sec
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_a_retraining_finds_the_last_finished_run_of_the_same_state(params: Para
 @pytest.mark.parametrize(("per_epoch", "steady"), [([10.0, 100.0, 200.0], 150.0), ([40.0], 40.0), ([], 0.0)])
 def test_the_steady_rate_leaves_out_the_first_epoch_when_there_are_more(per_epoch: list[float],
                                                                         steady: float) -> None:
-    assert steady_images_per_sec({"history": {"images_per_sec": per_epoch}}) == steady
+    assert steady_images_per_sec({"images_per_sec": per_epoch}) == steady
 
 
 def test_a_class_name_becomes_a_metric_key_mlflow_allows() -> None:

@@ -20,7 +20,9 @@ def communication_advice(summary: dict[str, Any], batch_size: int) -> str | None
     measured = summary.get("communication")
     if not measured or measured["allreduce_share"] < HIGH_SHARE:
         return None
-    return (f"communication: averaging the gradients ({measured['gradient_bytes'] / 2**20:.1f} MB) took "
+    size = measured["gradient_bytes"]
+    shown = f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 2**10:.1f} KB"
+    return (f"communication: averaging the gradients ({shown}) took "
             f"{measured['allreduce_ms']:.1f} ms of each {measured['step_ms']:.1f} ms step "
             f"({measured['allreduce_share']:.0%}) across {summary['world_size']} ranks; less of it with a larger "
             f"batch per replica (train.batch_size {batch_size} -> {4 * batch_size}), fewer ranks per host, fp16 "

@@ -19,6 +19,10 @@ def test_a_high_share_is_one_line_with_what_would_help() -> None:
 
 def test_a_low_share_or_none_measured_says_nothing() -> None:
     assert communication_advice(summary(HIGH_SHARE / 2), batch_size=32) is None
+    small = summary(0.5)
+    small["communication"]["gradient_bytes"] = 5120  # a small model's: in KB, not "0.0 MB"
+    advice = communication_advice(small, batch_size=32) or ""
+    assert advice.startswith("communication: averaging the gradients (5.0 KB) took")
     assert communication_advice({"world_size": 1}, batch_size=32) is None
     assert communication_figures({"world_size": 1}) == {}
     assert communication_figures(summary(0.1)) == {"allreduce_ms": 1.0, "step_ms": 10.0, "allreduce_share": 0.1}

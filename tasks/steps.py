@@ -37,6 +37,7 @@ from tasks.launch.preflight import (
     probe_hosts,
     unchecked_hosts,
 )
+from tasks.launch.tuning import last_gradient_bytes, tuning_line
 from tasks.outputs.evaluate import check_trained_on, evaluate, outputs_written, split_hash
 from tasks.outputs.export import close_fresh_process, export, fresh_process, parity_sample
 from tasks.outputs.publish import exclusive, published
@@ -260,9 +261,10 @@ def data_current(params: Params) -> bool:
 
 def preflight_step(params: Params, probed: Probed | None = None) -> LaunchCheck:
     """The one preflight of a pipeline run, before a run exists: model input size, global batch, hosts (probed
-    over ssh, unless `probed` holds their answers), the Horovod build, a run to resume. Its result travels to the
-    launch."""
-    check = check_launch(params, PREPARED_DIR, probed)
+    over ssh, unless `probed` holds their answers), the Horovod build, a run to resume; the model's gradient size
+    as the last run of its config logged it (the job's tuning). Its result travels to the launch."""
+    check = replace(check_launch(params, PREPARED_DIR, probed),
+                    gradient_bytes=last_gradient_bytes(params, PREPARED_DIR))
     manifest = check_gate_metric(params)
     if params.train.resume_from:
         workspace = resumable_run(params, params.train.resume_from)
@@ -324,7 +326,9 @@ def preflight_lines(params: Params, check: LaunchCheck) -> list[str]:
     manifest = read_manifest(PREPARED_DIR)
     stated = "stated in train.task" if params.train.task != "auto" else "from the data"
     task = f"task: {data_task(manifest, params.train.task)} ({stated}), model {params.train.model}"
-    return [task, *listening_lines(params, check.controller), *data_plan_step(params, check)]
+    tuned = tuning_line(params, dict(check.host_cores), check.gpus_per_host, check.gradient_bytes)
+    return [task, *listening_lines(params, check.controller), *([tuned] if tuned else []),
+            *data_plan_step(params, check)]
 
 
 def dry_run_step(params: Params, on_line: OnLine = print) -> list[str]:

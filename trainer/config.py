@@ -138,6 +138,10 @@ class TrainParams(Section):
     steps_per_execution: int = Field(4, ge=1)  # Keras fit backends: training steps per compiled call
     fp16_allreduce: bool = False  # Horovod: compress gradients to fp16 for the allreduce
     intra_op_threads: int = Field(0, ge=0)  # CPU threads per process; 0: the host's cores shared by its ranks
+    inter_op_threads: int = Field(0, ge=0)  # TensorFlow's threads across independent ops; 0: as intra_op
+    data_threads: int = Field(0, ge=0)  # tf.data's private thread pool per process; 0: as intra_op
+    cycle_time_ms: float = Field(0, ge=0)  # Horovod's cycle; 0: chosen (trainer/tuning.py)
+    fusion_threshold_mb: int | None = Field(None, ge=0)  # Horovod's fusion buffer (0: none); None: chosen
     tensorboard: bool = True  # rank 0 writes TensorBoard logs
     seed: int = 42
     keep_checkpoints: int = Field(3, ge=1)
@@ -206,6 +210,10 @@ class JobSpec(Section):
     # model (they travel with the job's files to every host); None: a catalog model, a Keras loss, or a package
     model_source: Path | None = None
     loss_source: Path | None = None
+    # Horovod's cycle and fusion buffer the job chose (trainer/tuning.py), set before Horovod starts; None: Horovod's
+    # own, or the user's (train.horovodrun_args, the environment)
+    cycle_time_ms: float | None = None
+    fusion_threshold_mb: int | None = None
 
 
 class TrainerConfig(BaseModel):

@@ -30,8 +30,8 @@ class Backend:
     # run, whatever the checkpoints hold -- Horovod's elastic ranks meet in its loop's state sync)
     must_train = True
 
-    def start(self, config: TrainerConfig) -> None:
-        """Join the job's processes, pin devices, seed."""
+    def start(self, config: TrainerConfig) -> dict[str, Any]:
+        """Join the job's processes, pin devices, seed; what the process applied of the job's tuning (none: {})."""
         raise NotImplementedError
 
     def lead(self) -> bool:
@@ -74,7 +74,7 @@ class Backend:
 
 def train(config: TrainerConfig, backend: Backend) -> None:
     """Train this process's part; the lead checkpoints every epoch and writes the model and what follows it."""
-    backend.start(config)
+    tuned = backend.start(config)
     session.set_precision(config)
     run = backend.plan(config)
     model, optimizer = backend.build(config, run)
@@ -91,7 +91,7 @@ def train(config: TrainerConfig, backend: Backend) -> None:
         if backend.lead() or elsewhere:
             out_dir = elsewhere / "model" if elsewhere else job.out_dir
             session.save_results(config, model, backend.final_plan(config, run), history, out_dir,
-                                 backend.resumed_from(started), communication)
+                                 backend.resumed_from(started), communication, tuned)
 
 
 @contextlib.contextmanager

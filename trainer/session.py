@@ -22,6 +22,7 @@ from trainer.protocol import epoch_line, weights_line
 from trainer.schedule import WarmupSchedule, scaled_rates
 from trainer.sharding import TrainingPlan, training_plan
 from trainer.stop_notice import deferred
+from trainer.tuning import GRADIENT_KEY, rank_threads, usable_cores
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,20 @@ def plan(config: TrainerConfig, processes: int, gpus_per_host: int | None = None
 
 def training_dataset(config: TrainerConfig, run: Plan, rank: int, size: int, batch_size: int,
                      local_processes: int = 1) -> tf.data.Dataset:
-    """This input pipeline's endless training batches: its share, cached when it fits, shuffled, augmented."""
+    """This input pipeline's endless training batches: its share, cached when it fits, shuffled, augmented, in a
+    tf.data thread pool of this process's share of the host's cores."""
     import psutil
 
     from trainer.data import rank_dataset
     records = run.data.records[rank] if len(run.data.records) == size else run.data.records[0]
     cache = cache_in_memory(config.input.cache, records, run.input_shape, psutil.virtual_memory().available,
                             local_processes, value_bytes_of(run.manifest))
-    return rank_dataset(config.job.data_dir, run.manifest, "train", rank=rank, size=size, batch_size=batch_size,
-                        training=True, seed=config.train.seed + rank, shard_seed=config.train.seed,
-                        input_shape=run.input_shape, augment_ops=augment_ops(config), cache=cache, task=run.task)
+    batches = rank_dataset(config.job.data_dir, run.manifest, "train", rank=rank, size=size, batch_size=batch_size,
+                           training=True, seed=config.train.seed + rank, shard_seed=config.train.seed,
+                           input_shape=run.input_shape, augment_ops=augment_ops(config), cache=cache, task=run.task)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = rank_threads(config.train, usable_cores(), local_processes).data
+    return batches.with_options(options)
 
 
 def validation_dataset(config: TrainerConfig, run: Plan, batch_size: int, rank: int = 0, size: int = 1) -> Any:
@@ -211,11 +216,17 @@ def print_weights_digest(model: tf.keras.Model, who: str) -> None:
     print(weights_line(who, weights_digest(model)), flush=True)
 
 
+def gradient_bytes(model: tf.keras.Model) -> int:
+    """The size of one step's gradients: the model's trainable weights."""
+    return int(sum(weight.shape.num_elements() * weight.dtype.size for weight in model.trainable_weights))
+
+
 def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, history: dict, out_dir: Path,
-                 started_epoch: int, communication: dict[str, float] | None = None) -> None:
+                 started_epoch: int, communication: dict[str, float] | None = None,
+                 tuned: dict[str, Any] | None = None) -> None:
     """The final model (spec + weights), what the steps after the training read (when the job asks for it), and
     last a summary of the run (the mark of a finished training; with the averaging's share of a step when it was
-    measured), into out_dir."""
+    measured, the model's gradient size and what the process applied of the job's tuning), into out_dir."""
     spec = {"model": config.train.model, "model_args": config.train.model_args, "input_shape": list(run.input_shape),
             "num_classes": run.manifest["num_classes"], "classes": run.manifest["classes"], "task": run.task,
             "outputs": run.outputs,
@@ -228,7 +239,8 @@ def save_results(config: TrainerConfig, model: tf.keras.Model, run: Plan, histor
                "warmup_start_learning_rate": run.learning_rate[0], "warmup_steps": run.warmup_steps,
                "resumed_from_epoch": started_epoch, "precision": config.train.precision,
                "records_per_rank": list(run.data.records), "dropped_per_rank": list(run.data.dropped),
-               "history": {key: [float(x) for x in values] for key, values in history.items()}}
+               "history": {key: [float(x) for x in values] for key, values in history.items()},
+               "tuning": (tuned or {}) | {GRADIENT_KEY: gradient_bytes(model)}}
     if communication:
         summary["communication"] = communication
     write_train_summary(summary, out_dir)

@@ -22,6 +22,7 @@ from tasks.launch.remote.shared_fs import fresh_token
 from tasks.launch.remote.shipping import Shipment, bring_back, ship_inputs
 from tasks.launch.slurm.states import parse_submitted
 from tasks.launch.supervise.processes import JobLimits, Process, run_processes
+from tasks.launch.tuning import job_cycle
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
 from tasks.redaction import redact
@@ -136,7 +137,8 @@ def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, r
         return TrainResult(out_dir, read_train_summary(out_dir))
     check = check or check_launch(params, data_dir)
     with atomic_dir(out_dir) as work_dir:
-        job = job_spec(params, data_dir, work_dir, checkpoint_dir, model_outputs)
+        job = job_spec(params, data_dir, work_dir, checkpoint_dir, model_outputs,
+                       job_cycle(params, check.gpus_per_host, check.gradient_bytes))
         config_file = write_trainer_config(params, job)
         prepare_discovery(params.train, host_slots(params.train), work_dir)
         launch(params, job, config_file, check, run_id, on_line)

@@ -14,6 +14,7 @@ from trainer.checkpoint_files import CheckpointMismatch, check_owner, saved_epoc
 from trainer.config import CONFIG_FILE_NAME, InputParams, JobSpec, read_config, write_config
 from trainer.model_io import TRAIN_SUMMARY
 from trainer.prepared_data import data_kind, read_manifest
+from trainer.tuning import HorovodCycle
 
 
 def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
@@ -30,6 +31,7 @@ def augmentation_on(inputs: InputParams, manifest: dict) -> bool:
 def config_key(params: Params, manifest: dict, with_np: bool = True) -> str:
     """What makes two trainings the same config (not epochs: a resumed run may train longer)."""
     not_the_model = {"epochs", "resume_from", "keep_checkpoints", "scaling_np", "tensorboard", "intra_op_threads",
+                     "inter_op_threads", "data_threads", "cycle_time_ms", "fusion_threshold_mb",
                      "stall_timeout_seconds", "timeout_minutes", "shared_fs", "network_interface"}
     train = params.train.model_dump(exclude=not_the_model
                                     | (set() if with_np else {"np", "hosts", "hostfile"}))
@@ -69,15 +71,18 @@ def trained_already(params: Params, data_dir: Path, out_dir: Path, checkpoint_di
 
 
 def job_spec(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path,
-             model_outputs: bool = True) -> JobSpec:
+             model_outputs: bool = True, cycle: HorovodCycle | None = None) -> JobSpec:
     """What this launch decides: where the data, model and checkpoints are, whom they belong to, augmentation,
-    whether the lead writes what evaluate, export and register read (trials and scaling runs skip those steps), and
-    the job's copies of the user's code files (written into out_dir)."""
+    whether the lead writes what evaluate, export and register read (trials and scaling runs skip those steps),
+    Horovod's cycle and fusion buffer (tasks/launch/tuning.py), and the job's copies of the user's code files
+    (written into out_dir)."""
     manifest = read_manifest(data_dir)
+    cycle = cycle or HorovodCycle(None, None)
     job = JobSpec(data_dir=data_dir, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
                   checkpoint_owner=checkpoint_owner(params, manifest), augment=augmentation_on(params.input, manifest),
                   data_fingerprint=manifest["fingerprint"],
-                  metrics_retry_seconds=params.tracking.retry_minutes * 60, model_outputs=model_outputs)
+                  metrics_retry_seconds=params.tracking.retry_minutes * 60, model_outputs=model_outputs,
+                  cycle_time_ms=cycle.cycle_time_ms, fusion_threshold_mb=cycle.fusion_threshold_mb)
     return copy_sources(params, job)
 
 

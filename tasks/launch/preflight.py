@@ -31,6 +31,7 @@ from trainer.config import IMPORT_PATH, TrainParams
 from trainer.data import model_input_shape
 from trainer.models import MODEL_CATALOG
 from trainer.prepared_data import MANIFEST_NAME, data_kind, data_task, output_size, read_manifest
+from trainer.tuning import usable_cores
 
 Probed = dict[str, HostAnswer]  # each remote host's answer to the probe (or its problem, in one line)
 
@@ -45,6 +46,8 @@ class LaunchCheck:
     unshared_hosts: tuple[str, ...] = ()
     hosts_with_data: tuple[str, ...] = ()
     hosts_checked: bool = True
+    host_cores: tuple[tuple[str, int], ...] = ()  # each host's cores (under a scheduler: its nodes', not known yet)
+    gradient_bytes: int | None = None  # the model's, as the last finished run of this config logged it
 
 
 def check_slots(train: TrainParams, resolve: bool = True) -> dict[str, int]:
@@ -211,7 +214,8 @@ def check_launch(params: Params, data_dir: Path, probed: Probed | None = None) -
         raise PreflightError(problem)
     key = data_key(data_dir) if unshared and (data_dir / MANIFEST_NAME).is_file() else None
     with_data = tuple(host for host in unshared if probed_ok[host]["data_key"] == key)
-    return LaunchCheck(controller, gpus, unshared, with_data)
+    cores = tuple((host, int(probed_ok[host]["cores"]) if host in probed_ok else usable_cores()) for host in slots)
+    return LaunchCheck(controller, gpus, unshared, with_data, host_cores=cores)
 
 
 def dry_run_check(params: Params, data_dir: Path) -> LaunchCheck:

@@ -104,7 +104,8 @@ def single_process_rate(experiment: str, key: str) -> float | None:
 
 def log_training(run_id: str, params: Params, summary: dict[str, Any], model_dir: Path, scaling_key: str) -> None:
     """Resolved distributed values, throughput and scaling efficiency, the model's files, TensorBoard logs."""
-    resolved = {key: summary[key] for key in RESOLVED_KEYS} | {"scaled_learning_rate": summary["learning_rate"]}
+    resolved = {key: summary[key] for key in RESOLVED_KEYS} | {"scaled_learning_rate": summary["learning_rate"]} \
+        | summary.get("tuning", {})  # what each rank applied of the job's tuning, the model's gradient size
     mlflow_store.log_params(run_id, {f"resolved.{key}": value for key, value in resolved.items()}
                             | {"scaling_key": scaling_key})
     if summary["history"].get("images_per_sec"):  # none when the run was finished from its checkpoints

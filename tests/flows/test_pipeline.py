@@ -18,6 +18,8 @@ import yaml
 from tasks.launch.output.communication import COMMUNICATION_TAG, HIGH_SHARE
 from tests.helpers import BIN, PYTHON, api_call, copy_checkout, quiet_env, run
 from tests.pipeline_run import PipelineRun
+from trainer.models import build_model
+from trainer.tuning import CPU_CYCLE_MS, usable_cores
 
 pytestmark = pytest.mark.slow  # the whole pipeline: Prefect server, Horovod, DVC
 TEST_GROUP = "the session's pipeline run"  # tests/pipeline_run.py: made once, on one worker (tests/parallel.py)
@@ -45,12 +47,33 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     assert 0 < share <= 1 and mlflow_run.data.metrics["allreduce_ms"] > 0
     advice = mlflow_run.data.tags.get(COMMUNICATION_TAG)  # said, and tagged, when it is a high share
     assert (advice is not None) == (share >= HIGH_SHARE) and (advice is None or advice in pipeline_run.logged)
+    threads = max(1, usable_cores() // 2)  # the first run of its config: each rank's share, Horovod's own buffer
+    assert f"tuning: localhost ({usable_cores()} cores, 2 ranks): {threads} intra-op, {threads} inter-op, {threads} " \
+           "tf.data thread(s) per rank; Horovod cycle 0.25 ms (the ranks' threads take the cores), fusion buffer " \
+           "64 MB (Horovod's own until a run of this config has logged its gradient)" in pipeline_run.logged
+    trainable = build_model("cnn", (8, 8, 1), 10).count_params()
+    assert {key: params[f"resolved.{key}"] for key in ("intra_op_threads", "inter_op_threads", "data_threads",
+                                                       "cycle_time_ms", "fusion_threshold_mb", "gradient_bytes")} \
+        == {"intra_op_threads": str(threads), "inter_op_threads": str(threads), "data_threads": str(threads),
+            "cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "64", "gradient_bytes": str(4 * trainable)}
     for key in EPOCH_METRICS:
         assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
     artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}
     assert {"model", "savedmodel", "params.resolved.yaml", "data", "evaluation"} <= artifacts
     data_files = {a.path for a in client.list_artifacts(pipeline_run.run_id, "data")}
     assert data_files == {"data/manifest.json", "data/validation.json"}
+
+
+def test_the_next_run_of_the_config_sizes_horovod_s_fusion_buffer_from_the_gradient_this_one_logged(
+        pipeline_run: PipelineRun) -> None:
+    """What the next run's preflight finds in the project (its own process, the project's params.yaml)."""
+    asked = ("from tasks.launch.tuning import last_gradient_bytes, tuning_line; from tasks.params import load_params; "
+             "from tasks.paths import PREPARED_DIR; params = load_params(); "
+             "print(tuning_line(params, {'localhost': 2}, 0, last_gradient_bytes(params, PREPARED_DIR)))")
+    done = run([PYTHON, "-c", asked], pipeline_run.repo, quiet_env())
+    gradient = 4 * build_model("cnn", (8, 8, 1), 10).count_params()
+    assert done.stdout.rstrip().endswith(f"fusion buffer 64 MB (holds the model's {gradient / 2**20:.2g} MB gradient, "
+                                         "as the last run of this config logged it)"), done.stdout + done.stderr
 
 
 def test_the_run_is_worth_comparing_in_mlflow_s_ui(pipeline_run: PipelineRun) -> None:
@@ -165,6 +188,8 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
     (two,) = client.search_runs([experiment], "params.`train.np` = '2' and attributes.start_time >= "
                                  f"{started_ms}")
     assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
+    tuned = {key: two.data.params[f"resolved.{key}"] for key in ("cycle_time_ms", "fusion_threshold_mb")}
+    assert tuned == {"cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "64"}  # the pipeline's run logged
     artifacts = api_call(prefect_api, "/artifacts/filter", {})
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)
 

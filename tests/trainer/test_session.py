@@ -144,7 +144,8 @@ def test_the_result_is_the_model_its_spec_and_a_summary_of_the_run(digits_data: 
     assert summary == {"backend": "horovod", "world_size": 2, "global_batch_size": 256, "steps_per_epoch": 4,
                        "learning_rate": 0.002, "warmup_start_learning_rate": 0.001, "warmup_steps": 8,
                        "resumed_from_epoch": 3, "precision": "fp32", "records_per_rank": [628, 629],
-                       "dropped_per_rank": [628 - 4 * 128, 629 - 4 * 128], "history": {"loss": [0.5, 0.25]}}
+                       "dropped_per_rank": [628 - 4 * 128, 629 - 4 * 128], "history": {"loss": [0.5, 0.25]},
+                       "tuning": {"gradient_bytes": 4 * model.count_params()}}  # the small cnn's weights all train
 
 
 def test_fit_s_training_iterator_is_held_until_the_process_ends() -> None:

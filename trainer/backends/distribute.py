@@ -137,10 +137,11 @@ class Distribute(loop.Backend):
     them), the lead's copies are kept and the lead reports."""
     every_process_saves = True
 
-    def start(self, config: TrainerConfig) -> None:
+    def start(self, config: TrainerConfig) -> dict[str, Any]:
         self.strategy = make_strategy(config)
         self.task_type, self.task_index = task_of_this_process()
         tf.keras.utils.set_random_seed(config.train.seed + self.task_index)
+        return {}
 
     def lead(self) -> bool:
         return is_lead(self.strategy)

@@ -9,7 +9,7 @@ from typing import Any
 import horovod.tensorflow as hvd_tf
 import tensorflow as tf
 
-from trainer import session
+from trainer import session, tuning
 from trainer.backends.horovod_keras import hvd
 from trainer.config import TrainerConfig
 from trainer.loop import Backend
@@ -23,23 +23,26 @@ def own_gpu(local_rank: int, visible: int) -> int:
     return local_rank % visible
 
 
-def start(config: TrainerConfig) -> tuple[int, int]:
-    """Join the ranks, pin devices, seed; returns (rank, size)."""
+def start(config: TrainerConfig) -> dict[str, Any]:
+    """Join the ranks (with the job's Horovod cycle and fusion buffer), pin devices, share the host's cores, seed;
+    returns what the rank applied of the job's tuning (trainer/tuning.py)."""
+    job = config.job
+    os.environ.update(tuning.horovod_environment(tuning.HorovodCycle(job.cycle_time_ms, job.fusion_threshold_mb)))
     hvd.init()  # Horovod: join the ranks
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
         tf.config.set_visible_devices(gpus[own_gpu(hvd.local_rank(), len(gpus))], "GPU")  # Horovod: one GPU per rank
-    else:
-        cores_per_rank = max(1, (os.cpu_count() or 1) // hvd.local_size())  # Horovod: share the host's cores
-        threads = config.train.intra_op_threads or cores_per_rank
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    threads = tuning.rank_threads(config.train, tuning.usable_cores(), hvd.local_size())  # Horovod: share the cores
+    tf.config.threading.set_intra_op_parallelism_threads(threads.intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(threads.inter_op)
     tf.keras.utils.set_random_seed(config.train.seed + hvd.rank())  # Horovod: distinct init, dropout, shuffling
     where = placed_line(hvd.rank(), hvd.size(), socket.gethostname(), os.getpid())  # Horovod: where each rank is
     print(where, flush=True)
-    return hvd.rank(), hvd.size()
+    applied = tuning.RankThreads(tf.config.threading.get_intra_op_parallelism_threads(),
+                                 tf.config.threading.get_inter_op_parallelism_threads(), threads.data)
+    return tuning.resolved(applied, tuning.applied_cycle(os.environ))
 
 
 def compression(config: TrainerConfig) -> type:
@@ -73,8 +76,8 @@ def averaging_optimizer(optimizer: tf.keras.optimizers.Optimizer, config: Traine
 class Horovod(Backend):
     """The loop's answers every Horovod backend shares (trainer/loop.py)."""
 
-    def start(self, config: TrainerConfig) -> None:
-        start(config)
+    def start(self, config: TrainerConfig) -> dict[str, Any]:
+        return start(config)
 
     def lead(self) -> bool:
         return hvd.rank() == 0  # Horovod: rank 0 reports and writes (of the current ring, when elastic)

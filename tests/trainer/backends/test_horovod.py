@@ -15,15 +15,18 @@ from trainer.config import JobSpec
 from trainer.model_io import read_train_summary
 from trainer.models import build_model
 from trainer.protocol import weights_digests
+from trainer.tuning import HOROVOD_FUSION_MB, usable_cores
 
 pytestmark = pytest.mark.slow  # real horovodrun
 
 
 def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path) -> None:
+    """... with the job's tuning applied: params.yaml's threads, the job's Horovod cycle, each rank's share of the
+    cores for the rest."""
     lines: list[str] = []
-    params = Params(train=TrainParams(np=2, epochs=2))
+    params = Params(train=TrainParams(np=2, epochs=2, inter_op_threads=3, data_threads=2))
     job = JobSpec(data_dir=digits_data, out_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints", checkpoint_owner="t",
-                  augment=False, data_fingerprint="f", metrics_retry_seconds=60)
+                  augment=False, data_fingerprint="f", metrics_retry_seconds=60, cycle_time_ms=3.5)
     command = horovod_command(params, "gloo", write_trainer_config(params, job))
     run_streaming(command, rank_environment() | quiet_env(), ROOT, lines.append)
     digests = {who.removeprefix("rank="): digest for who, digest in weights_digests("\n".join(lines))}
@@ -36,4 +39,7 @@ def test_two_ranks_end_with_identical_weights(digits_data: Path, tmp_path: Path)
     trainable = build_model("cnn", (8, 8, 1), 10).count_params()  # the digits' CNN: all its weights train
     assert measured["gradient_bytes"] == 4 * trainable and measured["allreduce_ms"] > 0
     assert measured["step_ms"] > 0 and 0 < measured["allreduce_share"] <= 1
+    assert read_train_summary(tmp_path)["tuning"] == {
+        "intra_op_threads": max(1, usable_cores() // 2), "inter_op_threads": 3, "data_threads": 2,
+        "cycle_time_ms": 3.5, "fusion_threshold_mb": HOROVOD_FUSION_MB, "gradient_bytes": 4 * trainable}
 

@@ -68,7 +68,7 @@ COMMENTS: dict[str, str] = {  # a section or a dotted key -> what it does (its d
     "train.intra_op_threads": "CPU threads per process; 0: the host's cores shared by its ranks",
     "train.inter_op_threads": "TensorFlow's threads across independent ops, per process; 0: as intra_op_threads",
     "train.data_threads": "tf.data's private thread pool per process; 0: as intra_op_threads",
-    "train.cycle_time_ms": "Horovod's cycle; 0: chosen (0.25 ms on CPU hosts, Horovod's own 1 ms on GPU hosts)",
+    "train.cycle_time_ms": "Horovod's cycle; 0: chosen (0.25 ms for ranks on one CPU host, else Horovod's 1 ms)",
     "train.fusion_threshold_mb": "Horovod's fusion buffer (0: no fusion); null: chosen to hold the model's gradient",
     "train.tensorboard": "rank 0 writes TensorBoard logs",
     "train.resume_from": "an MLflow run id: continue that run from its last checkpoint (make run ARGS=--resume)",

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from tasks.launch.hostlist import rank_hosts
+from tasks.launch.launchers.choose import scheduler_for
 from tasks.params import Params
 from trainer.backend_specs import backend_spec
 from trainer.prepared_data import read_manifest
@@ -40,7 +41,9 @@ def job_cycle(params: Params, gpus_per_host: int, gradient_bytes: int | None) ->
     params.yaml's values first; what the user set another way is left to them."""
     if not backend_spec(params.train.backend).horovod:
         return None
-    chosen, theirs = horovod_cycle(params.train, gpus_per_host, gradient_bytes), set_outside_params(params)
+    one_host = not scheduler_for(params) and len(set(rank_hosts(params.train))) == 1
+    chosen = horovod_cycle(params.train, gpus_per_host, gradient_bytes, one_host)
+    theirs = set_outside_params(params)
     cycle = chosen.cycle_time_ms if params.train.cycle_time_ms or "cycle" not in theirs else None
     explicit_fusion = params.train.fusion_threshold_mb is not None
     fusion = chosen.fusion_threshold_mb if explicit_fusion or "fusion" not in theirs else None
@@ -85,8 +88,7 @@ def setting_text(value: float | None, unit: str, key: str, explicit: bool, their
 def cycle_part(params: Params, cycle: HorovodCycle, gpus_per_host: int, gradient_bytes: int | None) -> str:
     """Horovod's cycle and fusion buffer, in words, each with why it is what it is."""
     train, theirs = params.train, set_outside_params(params)
-    cycle_why = "on GPU hosts, Horovod's own" if gpus_per_host else (
-        "the ranks' threads take the cores" if cycle.cycle_time_ms else "one rank: nothing to average, Horovod's own")
+    cycle_why = "the ranks' threads take the host's cores" if cycle.cycle_time_ms else "Horovod's own"
     cycle_text = setting_text(cycle.cycle_time_ms, "ms", "train.cycle_time_ms", bool(train.cycle_time_ms),
                               "cycle" in theirs, HOROVOD_CYCLE_MS, cycle_why)
     fusion_why = "Horovod's own until a run of this config has logged its gradient" if gradient_bytes is None \

@@ -49,13 +49,13 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(pipeline_run: PipelineRun
     assert (advice is not None) == (share >= HIGH_SHARE) and (advice is None or advice in pipeline_run.logged)
     threads = max(1, usable_cores() // 2)  # the first run of its config: each rank's share, Horovod's own buffer
     assert f"tuning: localhost ({usable_cores()} cores, 2 ranks): {threads} intra-op, {threads} inter-op, {threads} " \
-           "tf.data thread(s) per rank; Horovod cycle 0.25 ms (the ranks' threads take the cores), fusion buffer " \
-           "64 MB (Horovod's own until a run of this config has logged its gradient)" in pipeline_run.logged
+           "tf.data thread(s) per rank; Horovod cycle 0.25 ms (the ranks' threads take the host's cores), fusion " \
+           "buffer 128 MB (Horovod's own until a run of this config has logged its gradient)" in pipeline_run.logged
     trainable = build_model("cnn", (8, 8, 1), 10).count_params()
     assert {key: params[f"resolved.{key}"] for key in ("intra_op_threads", "inter_op_threads", "data_threads",
                                                        "cycle_time_ms", "fusion_threshold_mb", "gradient_bytes")} \
         == {"intra_op_threads": str(threads), "inter_op_threads": str(threads), "data_threads": str(threads),
-            "cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "64", "gradient_bytes": str(4 * trainable)}
+            "cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "128", "gradient_bytes": str(4 * trainable)}
     for key in EPOCH_METRICS:
         assert [m.step for m in client.get_metric_history(pipeline_run.run_id, key)] == list(range(20)), key
     artifacts = {a.path for a in client.list_artifacts(pipeline_run.run_id)}
@@ -72,7 +72,7 @@ def test_the_next_run_of_the_config_sizes_horovod_s_fusion_buffer_from_the_gradi
              "print(tuning_line(params, {'localhost': 2}, 0, last_gradient_bytes(params, PREPARED_DIR)))")
     done = run([PYTHON, "-c", asked], pipeline_run.repo, quiet_env())
     gradient = 4 * build_model("cnn", (8, 8, 1), 10).count_params()
-    assert done.stdout.rstrip().endswith(f"fusion buffer 64 MB (holds the model's {gradient / 2**20:.2g} MB gradient, "
+    assert done.stdout.rstrip().endswith(f"fusion buffer 128 MB (holds the model's {gradient / 2**20:.2g} MB gradient, "
                                          "as the last run of this config logged it)"), done.stdout + done.stderr
 
 
@@ -189,7 +189,7 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
                                  f"{started_ms}")
     assert two.data.metrics["scaling_efficiency"] == pytest.approx(float(shown["2"]), abs=2e-3)
     tuned = {key: two.data.params[f"resolved.{key}"] for key in ("cycle_time_ms", "fusion_threshold_mb")}
-    assert tuned == {"cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "64"}  # the pipeline's run logged
+    assert tuned == {"cycle_time_ms": str(CPU_CYCLE_MS), "fusion_threshold_mb": "128"}
     artifacts = api_call(prefect_api, "/artifacts/filter", {})
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)
 

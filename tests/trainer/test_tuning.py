@@ -2,7 +2,7 @@
 hosts' GPUs and the model's gradient size, params.yaml's settings first."""
 from __future__ import annotations
 
-from trainer.config import TrainParams
+from trainer.config import ElasticParams, TrainParams
 from trainer.tuning import (
     CPU_CYCLE_MS,
     CYCLE_ENV,
@@ -62,3 +62,9 @@ def test_the_cycle_reaches_horovod_as_its_variables_and_is_read_back_as_applied(
 
 def test_one_rank_alone_keeps_horovod_s_cycle() -> None:
     assert horovod_cycle(TrainParams(np=1), gpus_per_host=0, gradient_bytes=None) == HorovodCycle(None, None)
+
+
+def test_ranks_across_hosts_and_an_elastic_ring_keep_horovod_s_cycle() -> None:
+    assert horovod_cycle(TrainParams(), 0, None, one_host=False) == HorovodCycle(None, None)
+    elastic = TrainParams(elastic=ElasticParams(min_np=1, max_np=2))
+    assert horovod_cycle(elastic, 0, None) == HorovodCycle(None, None)

@@ -85,15 +85,22 @@ def run_as_task(params: Params) -> steps.StepRunner:
     return run_task
 
 
-def start_ahead() -> None:
-    """While the training runs: export's fresh process starts (its TensorFlow import is then done when export asks
-    it), and evaluate's charting library is imported (while this thread waits on the ranks; at the start, it
-    raced this thread's own imports of shared packages)."""
+def start_ahead(params: Params) -> None:
+    """While the training runs: the fresh TensorFlow process starts when the gate will score the champion (its
+    import is then done when register asks it; the ranks check their SavedModel's reload themselves), and
+    evaluate's charting library is imported (while this thread waits on the ranks; at the start, it raced this
+    thread's own imports of shared packages)."""
     import threading
 
     from tasks.outputs.charts import pyplot
     from tasks.outputs.export import start_fresh_process_ahead
-    start_fresh_process_ahead()
+    try:
+        needed = steps.champion_needs_scoring(params)
+    except Exception as error:  # the registry unreadable now: register will say so; the process is started anyway
+        get_run_logger().debug("champion's recorded score not read: %s", error)
+        needed = True
+    if needed:
+        start_fresh_process_ahead()
     threading.Thread(target=pyplot, name="import-charts", daemon=True).start()
 
 
@@ -145,7 +152,7 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
         create_markdown_artifact(summary.skipped_markdown(previous, state, run_log.run_link(params, previous)),
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
-    start_ahead()
+    start_ahead(params)
     run = steps.run_steps(run, steps.OPENED, runner)
     result = run_result(run)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), state, list(run.changed),

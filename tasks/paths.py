@@ -50,6 +50,11 @@ class Workspace:
         return self.outputs_dir / "validated.json"
 
     @property
+    def versioned_stamp(self) -> Path:
+        """What the version step last recorded in dvc.lock and pushed (tasks/versioning/dvc.py: version_data)."""
+        return self.outputs_dir / "versioned.json"
+
+    @property
     def locks_dir(self) -> Path:
         """flock files: one preparer, one DVC command, one publisher at a time."""
         return self.outputs_dir / ".locks"

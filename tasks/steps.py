@@ -54,7 +54,7 @@ from tasks.versioning.run_state import RunState, run_state
 from tasks.workspace import RunWorkspace
 from trainer.config import CONFIG_FILE_NAME
 from trainer.model_io import read_spec
-from trainer.model_outputs import loss_name, model_task
+from trainer.model_outputs import keras_loss_name, loss_name, model_task
 from trainer.prepared_data import data_task, read_manifest
 from trainer.reference import REFERENCE
 
@@ -411,16 +411,50 @@ def register_step(run_id: str, params: Params) -> GateDecision:
         kind = model_registry.model_kind(manifest, model_task(workspace.model_dir, manifest))
         metric, mode = model_registry.gate_metric(registry.metric, registry.mode, kind.task)
         value = model_registry.gate_value(json.loads(workspace.metrics_file.read_text()), metric)
+        loss, test_split = loss_name(workspace.model_dir, kind.task), split_hash(manifest)
+        score_name = gate_score_name(metric, loss)
         version = model_registry.log_registered_model(run_id, workspace.savedmodel_dir, images[:2],
                                                        read_spec(workspace.model_dir)["classes"], registry.model_name,
-                                                       kind)
-        scorer = champion_scorer(metric, kind.task, loss_name(workspace.model_dir, kind.task))
+                                                       kind, (test_split, score_name, value) if score_name else None)
+        scorer = champion_scorer(metric, kind.task, loss)
         decision = model_registry.decide_gate(
-            registry.model_name, version, value, registry.min_delta, split_hash(manifest),
-            lambda champion: model_registry.score_registered_model(champion, PREPARED_DIR, scorer), metric, mode)
+            registry.model_name, version, value, registry.min_delta, test_split,
+            lambda champion: champion_score(champion, test_split, score_name, scorer), metric, mode)
         write_text_atomic(workspace.gate_file, json.dumps(decision.as_dict(), indent=2))
-    close_fresh_process()
+    close_fresh_process(wait=False)
     return decision
+
+
+def gate_score_name(metric: str, loss: str | None) -> str | None:
+    """The name a version's score on a test split is recorded under: the gate's metric (test_loss with the Keras
+    loss that computes it; none for a user's own loss)."""
+    if metric != "test_loss":
+        return metric
+    return f"test_loss.{loss}" if loss else None
+
+
+def champion_score(champion: Any, test_split: str, score_name: str | None,
+                   scorer: Callable[[Path, Path], float | None], data_dir: Path = PREPARED_DIR) -> float | None:
+    """The champion's score on this test split: as the registry records it (signed), else scored by the fresh
+    process and then recorded, so that the next run on this split reads it."""
+    if score_name and (recorded := model_registry.recorded_score(champion, test_split, score_name)) is not None:
+        return recorded
+    value = model_registry.score_registered_model(champion, data_dir, scorer)
+    if score_name and value is not None:
+        model_registry.record_score(champion, test_split, score_name, value)
+    return value
+
+
+def champion_needs_scoring(params: Params) -> bool:
+    """Whether this run's gate will score the champion (it holds no recorded score on the prepared test split): a
+    fresh TensorFlow process is then worth starting while the run trains."""
+    manifest = read_manifest(PREPARED_DIR)
+    task = data_task(manifest, params.train.task)
+    metric, _ = model_registry.gate_metric(params.registry.metric, params.registry.mode, task)
+    champion = model_registry.current_champion(params.registry.model_name)
+    score_name = gate_score_name(metric, keras_loss_name(params.train.loss, task))
+    return champion is not None and (
+        score_name is None or model_registry.recorded_score(champion, split_hash(manifest), score_name) is None)
 
 
 def champion_accuracy(savedmodel: Path, data_dir: Path) -> float | None:

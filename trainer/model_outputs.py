@@ -2,9 +2,9 @@
 and the accelerator already are: the test split's outputs (a classifier's probabilities, a regressor's predictions)
 and targets, with the Keras metrics of train.metrics over them (evaluate scores them), the SavedModel with its
 serving signatures (an image model's float and bytes ones; a tensor model's float one, "x" -> "predictions") and a
-sample of test inputs with the model's outputs for them (export checks the SavedModel's reload against them in a
-fresh process; register takes its input example from them). The steps after the training then need no TensorFlow
-in the pipeline's process.
+sample of test inputs with the model's outputs for them and the SavedModel's, reloaded from its files (export
+publishes it when they agree; register takes its input example from them). The steps after the training then need
+no TensorFlow in the pipeline's process.
 
 The model is rebuilt from the weights just saved, outside any distribution strategy, in float32: what is evaluated
 and exported is the saved model, as a later process would load it.
@@ -25,11 +25,42 @@ from trainer.reference import write_reference
 TEST_PREDICTIONS = "test_predictions.npz"  # the whole test split: classification: probabilities [N, classes]
 # (float32), labels [N]; regression: predictions [N, k] (float32), targets [N, k]
 PARITY_SAMPLE = "parity_sample.npz"  # images [<=256, *input shape] (float32; images 0..255, or tensor data's
-# features) and the model's outputs for them (key "probabilities", whatever the task)
+# features), the model's outputs for them (key "probabilities", whatever the task) and the reloaded SavedModel's
+# ("reloaded")
 SAVEDMODEL = "savedmodel"
 SIGNATURE = "serving_default"
 PARITY_IMAGES = 256
 BATCH = 256
+
+
+def serving_function(savedmodel: str | Path) -> Any:
+    """The SavedModel's `serving_default` signature, loaded from its files by tf.saved_model.load: the functions and
+    variables it holds, none of the Python objects that made it (a model server's view of it)."""
+    import tensorflow as tf
+    return tf.saved_model.load(str(savedmodel)).signatures[SIGNATURE]
+
+
+def input_of(serve: Any) -> tuple[str, tuple[int, ...]]:
+    """The name and one example's shape of the signature's one input ("images" or "x")."""
+    ((name, spec),) = serve.structured_input_signature[1].items()
+    return name, tuple(spec.shape[1:])
+
+
+def outputs_of(serve: Any, batch: np.ndarray, output: str = "") -> np.ndarray:
+    """The signature's `output` for a batch (by default "predictions" of a tensor model, else "probabilities")."""
+    import tensorflow as tf
+    name, _ = input_of(serve)
+    answer = serve(**{name: tf.constant(batch, tf.float32)})
+    return answer[output or ("predictions" if "predictions" in answer else "probabilities")].numpy()
+
+
+def reloaded_outputs(savedmodel: Path, inputs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The outputs of the SavedModel reloaded from its files for `inputs`, in the trained model's `shape`: the lead
+    process checks its reload right after writing it (a fresh process cost every run a TensorFlow import)."""
+    serve = serving_function(savedmodel)
+    if not len(inputs):
+        return np.zeros(shape, np.float32)
+    return outputs_of(serve, inputs).reshape(shape)
 
 
 def write_savedmodel(model: Any, path: Path, class_names: list[str],
@@ -123,9 +154,14 @@ def train_metric_names(model_dir: Path) -> list[str]:
 
 def loss_name(model_dir: Path, task: str) -> str | None:
     """The Keras loss the model trained with (the task's default, or train.loss by name); None: the user's own."""
-    from trainer.config import CONFIG_FILE_NAME, IMPORT_PATH, read_config
+    from trainer.config import CONFIG_FILE_NAME, read_config
     config = Path(model_dir) / CONFIG_FILE_NAME
-    loss = read_config(config).train.loss if config.is_file() else None
+    return keras_loss_name(read_config(config).train.loss if config.is_file() else None, task)
+
+
+def keras_loss_name(loss: str | None, task: str) -> str | None:
+    """train.loss as Keras names it: the task's default when unset; None for the user's own (an import path)."""
+    from trainer.config import IMPORT_PATH
     if loss is None:
         return "sparse_categorical_crossentropy" if task == "classification" else "mse"
     return None if IMPORT_PATH.fullmatch(loss) else loss
@@ -201,7 +237,8 @@ def write_model_outputs(model_dir: Path, data_dir: Path, manifest: dict[str, Any
     os.replace(tmp, model_dir / SAVEDMODEL)
     write_reference(model_dir, data_dir, manifest, outputs, task, class_names)
     sample = inputs[:PARITY_IMAGES]
-    _save_npz(model_dir / PARITY_SAMPLE, images=sample, probabilities=outputs[:len(sample)])
+    reloaded = reloaded_outputs(model_dir / SAVEDMODEL, sample, outputs[:len(sample)].shape)
+    _save_npz(model_dir / PARITY_SAMPLE, images=sample, probabilities=outputs[:len(sample)], reloaded=reloaded)
     extra = extra_metrics(model_dir, task, targets, outputs)
     names, values = np.array(list(extra), dtype=str), np.array(list(extra.values()), np.float64)
     if task == "classification":

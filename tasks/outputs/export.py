@@ -1,5 +1,10 @@
-"""export: the SavedModel (serving signature) the training's lead process wrote, reloaded in a separate, fresh
-process and checked against the trained model's probabilities before it is published."""
+"""export: the SavedModel (serving signature) the training's lead process wrote, published once its reload from
+its files agrees with the trained model's outputs. The lead process reloads it right after writing it (its
+TensorFlow is loaded: no other process pays a TensorFlow import for it); a model directory without that check (one
+trained before it was made) is reloaded here, in a separate, fresh process.
+
+The fresh process (tasks/outputs/serve_check.py) also scores the champion for register's gate when the registry holds
+no score of it on the run's test split, and builds a user's model in the preflight."""
 from __future__ import annotations
 
 import json
@@ -32,6 +37,12 @@ class ExportResult:
 class NoSavedModel(RuntimeError):
     """The model directory lacks the SavedModel its training writes."""
     bad_input = True
+
+
+def reloaded_sample(model_dir: Path) -> np.ndarray | None:
+    """The reloaded SavedModel's outputs for the parity sample, as the lead process wrote them (None: it did not)."""
+    with np.load(Path(model_dir) / PARITY_SAMPLE) as saved:
+        return saved["reloaded"] if "reloaded" in saved.files else None
 
 
 def parity_sample(model_dir: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -84,10 +95,22 @@ class FreshProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Ends at the end of its input."""
-        if self.alive():
+        if not self.alive():
+            return
+        if wait:
             self.process.communicate("", timeout=600)
+            return
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        threading.Thread(target=self._drained, name="fresh-process-end", daemon=True).start()
+
+    def _drained(self) -> None:
+        """Its last output read (it never blocks on a full pipe), its exit collected."""
+        assert self.process.stdout is not None
+        self.process.stdout.read()
+        self.process.wait()
 
 
 _fresh: list[FreshProcess] = []  # at most one: this pipeline run's, started ahead
@@ -111,19 +134,22 @@ def fresh_process() -> FreshProcess:
     return _fresh[0]
 
 
-def close_fresh_process() -> None:
-    """This run is done with it (the next run starts its own)."""
+def close_fresh_process(wait: bool = True) -> None:
+    """This run is done with it (the next run starts its own); without `wait`, it ends on its own (a TensorFlow
+    process takes most of a second to end) and a thread collects its exit."""
     while _fresh:
-        _fresh.pop().close()
+        _fresh.pop().close(wait)
 
 
 def export(model_dir: Path, export_dir: Path) -> ExportResult:
-    """Publish the training's SavedModel to export_dir only after a fresh process's reload of it gives the trained
-    model's probabilities for the parity sample."""
+    """Publish the training's SavedModel to export_dir only after its reload (the lead process's, else a fresh
+    process's) gives the trained model's outputs for the parity sample."""
     images, expected = parity_sample(model_dir)
     with tempfile.TemporaryDirectory() as work, atomic_dir(export_dir) as tmp:
         shutil.copytree(Path(model_dir) / SAVEDMODEL, tmp, dirs_exist_ok=True)
-        reloaded = fresh_process().predictions(tmp, images, Path(work))
+        reloaded = reloaded_sample(model_dir)
+        if reloaded is None:
+            reloaded = fresh_process().predictions(tmp, images, Path(work))
         max_abs_diff = float(np.max(np.abs(reloaded - expected))) if len(images) else 0.0
         if max_abs_diff > PARITY_TOLERANCE:
             raise RuntimeError(f"SavedModel reload differs from the trained model by {max_abs_diff:.3g}")

@@ -26,28 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from trainer.model_outputs import input_of, outputs_of, serving_function
+
 ANSWER = "answer: "
-
-
-def serving_function(savedmodel: str) -> Any:
-    import tensorflow as tf
-
-    from trainer.model_outputs import SIGNATURE
-    return tf.saved_model.load(savedmodel).signatures[SIGNATURE]
-
-
-def input_of(serve: Any) -> tuple[str, tuple[int, ...]]:
-    """The name and one example's shape of the signature's one input ("images" or "x")."""
-    ((name, spec),) = serve.structured_input_signature[1].items()
-    return name, tuple(spec.shape[1:])
-
-
-def outputs_of(serve: Any, batch: np.ndarray, output: str = "") -> np.ndarray:
-    """The signature's `output` for a batch (by default "predictions" of a tensor model, else "probabilities")."""
-    import tensorflow as tf
-    name, _ = input_of(serve)
-    answer = serve(**{name: tf.constant(batch, tf.float32)})
-    return answer[output or ("predictions" if "predictions" in answer else "probabilities")].numpy()
 
 
 def predict(savedmodel: str, images: str, out: str) -> None:

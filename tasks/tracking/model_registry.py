@@ -192,10 +192,12 @@ def serving_signature() -> Any:
 
 
 def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, class_names: list[str],
-                         model_name: str, kind: ModelKind = ModelKind()) -> str:
+                         model_name: str, kind: ModelKind = ModelKind(),
+                         own_score: tuple[str, str, float] | None = None) -> str:
     """Log the SavedModel as a pyfunc MLflow model of the run (its signature; its input example: the `examples`
     images as PNG bytes, or a tensor model's features; the class names, task and kind in its config) and register
-    it, its digest signed (sign_version); returns the version. The run stays RUNNING: it finishes when the whole
+    it, its digest signed (sign_version), and its `own_score` (test split, score name, value) when given; returns
+    the version. The run stays RUNNING: it finishes when the whole
     pipeline has."""
     from importlib.metadata import version as installed
 
@@ -221,16 +223,40 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
     finally:
         mlflow.end_run(status="RUNNING")
     version = str(info.registered_model_version)
-    sign_version(key, model_name, version, digest, class_names)
+    sign_version(key, model_name, version, digest, class_names, own_score)
     return version
 
 
-def sign_version(key: bytes, model_name: str, version: str, digest: str, class_names: list[str]) -> None:
+def sign_version(key: bytes, model_name: str, version: str, digest: str, class_names: list[str],
+                 own_score: tuple[str, str, float] | None = None) -> None:
     """Record on the version the SavedModel's digest and the pipeline's signature of it (registry_signature: what
-    the model server checks before it loads a version)."""
+    the model server checks before it loads a version), and its own signed score on its test split."""
     client = mlflow_store.client()
-    for name, value in registry_signature.version_tags(key, model_name, version, digest, class_names).items():
+    tags = registry_signature.version_tags(key, model_name, version, digest, class_names)
+    if own_score:
+        tags |= registry_signature.signed_score(key, model_name, version, digest, *own_score)
+    for name, value in tags.items():
         client.set_model_version_tag(model_name, version, name, value)
+
+
+def recorded_score(version: Any, test_split: str, score_name: str) -> float | None:
+    """A version's score `score_name` on the test split as the pipeline recorded and signed it (at its registration,
+    or when a gate scored it); None when there is none that holds with this host's key."""
+    try:
+        key = registry_signature.read_key()
+    except registry_signature.Untrusted:
+        return None
+    return registry_signature.verified_score(key, version.name, str(version.version), dict(version.tags),
+                                             test_split, score_name)
+
+
+def record_score(version: Any, test_split: str, score_name: str, value: float) -> None:
+    """Sign and record a version's score on a test split (its SavedModel's digest was verified when it was scored)."""
+    digest = dict(version.tags).get(registry_signature.DIGEST_TAG, "")
+    tags = registry_signature.signed_score(registry_signature.pipeline_key(), version.name, str(version.version),
+                                           digest, test_split, score_name, value)
+    for name, text in tags.items():
+        mlflow_store.client().set_model_version_tag(version.name, str(version.version), name, text)
 
 
 def current_champion(model_name: str) -> Any | None:

@@ -28,6 +28,7 @@ from typing import Mapping
 
 KEY_ENV = "RINGFLOW_REGISTRY_KEY"
 DIGEST_TAG, SIGNATURE_TAG, KEY_ID_TAG = "ringflow.savedmodel_sha256", "ringflow.signature", "ringflow.signing_key"
+SCORE_TAG = "ringflow.score."  # + a test split's hash + "." + a score's name: the version's signed score on it
 KEY_BYTES = 32
 CHUNK = 1 << 20
 
@@ -177,3 +178,43 @@ def verify(key: bytes, model_name: str, version: str, tags: Mapping[str, str], s
                         f"{key_path()} (id {key_id(key)}; signed with {signer}): written into the registry by other "
                         "means, or its class names changed: refused")
     return digest
+
+
+def score_tag(test_split: str, score_name: str) -> str:
+    """The tag that holds a version's score `score_name` (the gate's metric) on the test split `test_split`."""
+    return f"{SCORE_TAG}{test_split}.{score_name}"
+
+
+def score_mac(key: bytes, model_name: str, version: str, digest: str, test_split: str, score_name: str,
+              value: str) -> str:
+    """The HMAC of a score: of this version's SavedModel (its digest) on this split, so that it holds for no other."""
+    record = {"model": model_name, "version": str(version), "savedmodel_sha256": digest, "test_split": test_split,
+              "score": score_name, "value": value}
+    message = b"ringflow version score v1\n" + json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def signed_score(key: bytes, model_name: str, version: str, digest: str, test_split: str, score_name: str,
+                 value: float) -> dict[str, str]:
+    """The tag recording a version's score on a test split, signed: the gate reads it instead of scoring the
+    champion again (a TensorFlow process and a pass over the split)."""
+    text = repr(float(value))
+    mac = score_mac(key, model_name, version, digest, test_split, score_name, text)
+    return {score_tag(test_split, score_name): f"{text} {mac}"}
+
+
+def verified_score(key: bytes, model_name: str, version: str, tags: Mapping[str, str], test_split: str,
+                   score_name: str) -> float | None:
+    """The version's score on the split as the pipeline signed it; None when there is none or its signature does
+    not hold for this version's signed SavedModel (then it is scored again)."""
+    text, _, mac = tags.get(score_tag(test_split, score_name), "").partition(" ")
+    digest = tags.get(DIGEST_TAG, "")
+    if not (text and mac and digest):
+        return None
+    expected = score_mac(key, model_name, version, digest, test_split, score_name, text)
+    if not hmac.compare_digest(expected, mac):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -1,6 +1,7 @@
 """version: record the prepared data in DVC (dvc.lock), push it to the remote, and name its version."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.atomic import atomic_dir, file_lock
+from tasks.atomic import atomic_dir, file_lock, write_text_atomic
 from tasks.paths import PREPARED_DIR, ROOT, WORKSPACE, Workspace, code_repository
 from tasks.versioning.dvc_commands import FIRST_FAILED
 
@@ -25,6 +26,7 @@ class DataVersion:
 
 
 DVC_TIMEOUT_SECONDS = 1800
+SMALL_FILE = 1 << 16  # bytes: a prepared file read whole for the version step's record, rather than its mtime
 
 
 def _dvc(*commands: list[str], root: Path = WORKSPACE.root) -> str:
@@ -85,7 +87,7 @@ def data_version(root: Path = WORKSPACE.root) -> DataVersion:
     """The data hash from the workspace's dvc.lock and the code's git state, without running DVC (safe inside
     `dvc repro`)."""
     commit, dirty = git_state()
-    return DataVersion(locked_data_hash(root), commit, dirty)
+    return DataVersion(locked_data_hash(root, Workspace(root).prepared_dir), commit, dirty)
 
 
 def commit_stages(*stages: str, root: Path = WORKSPACE.root) -> None:
@@ -95,9 +97,37 @@ def commit_stages(*stages: str, root: Path = WORKSPACE.root) -> None:
 
 
 def version_data(root: Path = WORKSPACE.root) -> DataVersion:
-    """Track the freshly prepared data (prepare stage) and push it to the default remote."""
-    commit_stages("prepare", root=root)
+    """Track the freshly prepared data (prepare stage) and push it to the default remote, unless the last version
+    step recorded and pushed these very files, as dvc.lock records them, to this remote (DVC's start, hashing and
+    push take about a second: most runs train on the data the run before them recorded)."""
+    workspace = Workspace(root)
+    stamp = workspace.versioned_stamp
+    if not stamp.is_file() or stamp.read_text() != recorded_state(workspace):
+        commit_stages("prepare", root=root)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(stamp, recorded_state(workspace))
     return data_version(root)
+
+
+def recorded_state(workspace: Workspace) -> str:
+    """A digest of what the version step records and where it pushes it: the prepared data's files (each one's
+    path and size; a small one's content (the manifest, the validation report prepare writes again each run), a
+    shard's mtime), dvc.lock's record of the prepare stage, and DVC's configuration (the remote)."""
+    digest = hashlib.sha256()
+    data_dir = workspace.prepared_dir
+    for parent, folders, names in os.walk(data_dir):
+        folders.sort()
+        for name in sorted(names):
+            path = Path(parent) / name
+            status = path.stat()
+            digest.update(f"{path.relative_to(data_dir)}:{status.st_size}:".encode())
+            digest.update(path.read_bytes() if status.st_size <= SMALL_FILE else f"{status.st_mtime_ns}".encode())
+    lock = workspace.dvc_lock_file
+    prepare = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get("prepare") if lock.is_file() else None
+    digest.update(json.dumps(prepare, sort_keys=True).encode())
+    for config in (workspace.root / ".dvc" / "config", workspace.root / ".dvc" / "config.local"):
+        digest.update(config.read_bytes() if config.is_file() else b"none")
+    return json.dumps({"recorded": digest.hexdigest()})
 
 
 def _pointer_file(data_hash: str, name: str) -> str:

@@ -124,6 +124,42 @@ def test_the_gate_scores_the_champion_on_the_new_test_split(store_dir: Path) -> 
     close_fresh_process()
 
 
+def test_a_champion_s_signed_score_on_a_split_is_read_instead_of_scoring_it_again(store_dir: Path) -> None:
+    """Its registration records its own score on its split; a gate that scored it on another split records that
+    one; a score whose signature does not hold (a registry writer's) is scored again."""
+    from tasks.outputs.evaluate import split_hash
+    from tasks.steps import champion_score
+    from trainer.prepared_data import read_manifest
+    dark = rule_savedmodel(store_dir / "dark", "dark")
+    run_id = mlflow_store.start_run(EXPERIMENT, {"data_hash": "a.dir"}, {})
+    version = log_registered_model(run_id, dark, np.zeros((2, 8, 8, 1), np.float32), CLASS_NAMES, "gate-test",
+                                   own_score=("split-a", "test_accuracy", 1.0))
+    gate(version, 1.0)
+    assert model_registry.recorded_score(model_registry.current_champion("gate-test"), "split-a",
+                                         "test_accuracy") == 1.0
+    (store_dir / "b").mkdir()
+    split_b = prepared_split(store_dir / "b", [(50, 0, 0), (40, 255, 1), (10, 0, 1)])
+    scored: list[Path] = []
+    scorer = champion_scorer("test_accuracy", "classification", None)
+
+    def counted(savedmodel: Path, data_dir: Path) -> float | None:
+        scored.append(savedmodel)
+        return scorer(savedmodel, data_dir)
+    split = split_hash(read_manifest(split_b))
+    for _ in range(2):
+        champion = model_registry.current_champion("gate-test")
+        assert champion_score(champion, split, "test_accuracy", counted, split_b) == 0.5
+    assert len(scored) == 1  # the second read the signed score
+    tag = model_registry.registry_signature.score_tag(split, "test_accuracy")
+    forged = "0.99 " + champion.tags[tag].split(" ")[1]
+    mlflow_store.client().set_model_version_tag("gate-test", version, tag, forged)
+    assert model_registry.recorded_score(model_registry.current_champion("gate-test"), split, "test_accuracy") is None
+    assert champion_score(model_registry.current_champion("gate-test"), split, "test_accuracy", counted,
+                          split_b) == 0.5
+    assert len(scored) == 2
+    close_fresh_process()
+
+
 def test_a_registry_error_is_not_taken_for_no_champion(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers import free_port
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # nothing listens there

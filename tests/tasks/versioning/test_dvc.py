@@ -97,3 +97,33 @@ def test_commands_run_in_one_process_and_a_failure_names_its_command_with_dvc_s_
     with pytest.raises(RuntimeError, match=r"^dvc push no-such-stage failed: .*no-such-stage") as failure:
         _dvc(["status"], ["push", "no-such-stage"], ["config", "core.autostage", "true"], root=tmp_path)
     assert "autostage = false" in (tmp_path / ".dvc" / "config").read_text(), failure.value  # the rest did not run
+
+
+def test_the_version_step_runs_dvc_again_only_when_the_data_its_record_or_the_remote_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.versioning import dvc
+    repo = copy_checkout(tmp_path)
+    done = run([PYTHON, "-m", "tasks", "prepare"], repo, quiet_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    committed: list[tuple[str, ...]] = []
+    real = dvc.commit_stages
+
+    def counted(*stages: str, root: Path) -> None:
+        committed.append(stages)
+        real(*stages, root=root)
+    monkeypatch.setattr(dvc, "commit_stages", counted)
+    first = dvc.version_data(repo)
+    assert dvc.version_data(repo) == first and committed == [("prepare",)]  # unchanged: no DVC process
+    shard = sorted((repo / "data" / "prepared").glob("*.tfrecord"))[0]
+    shard.write_bytes(shard.read_bytes())  # the same bytes written again: the same data
+    assert dvc.version_data(repo) == first and len(committed) == 1
+    (repo / "data" / "prepared" / "notes.txt").write_text("a file more")
+    second = dvc.version_data(repo)
+    assert second.data_hash != first.data_hash and len(committed) == 2
+    assert second.data_hash in (repo / "dvc.lock").read_text()
+    (repo / ".dvc" / "config.local").write_text("[core]\n    remote = other\n['remote \"other\"']\n"
+                                                "    url = ../other-remote\n")
+    dvc.version_data(repo)  # another remote: pushed there
+    assert len(committed) == 3 and any((repo / "other-remote").rglob("*.dir"))
+    dvc.version_data(repo)
+    assert len(committed) == 3

@@ -1,5 +1,6 @@
-"""Load SavedModels with tf.saved_model.load and run their serving signature: the fresh process of export's reload
-check (and of register's scoring of the champion).
+"""Load SavedModels with tf.saved_model.load and run their serving signature: the fresh process of register's scoring
+of a champion the registry holds no score of on the run's test split, of the preflight's build of a user's model,
+and of export's reload check of a model whose lead process did not check it.
 
 python -m tasks.outputs.serve_check, then one JSON request per line on its standard input, each answered by one
 line that starts with ANSWER:

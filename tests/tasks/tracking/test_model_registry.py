@@ -160,6 +160,28 @@ def test_a_champion_s_signed_score_on_a_split_is_read_instead_of_scoring_it_agai
     close_fresh_process()
 
 
+def test_a_run_starts_the_fresh_process_ahead_only_for_a_champion_with_no_score_on_its_split(
+        store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks import steps
+    from tasks.outputs.evaluate import split_hash
+    from tasks.params import Params, RegistryParams
+    from trainer.prepared_data import read_manifest
+    (store_dir / "b").mkdir()
+    split_b = prepared_split(store_dir / "b", [(5, 0, 0), (5, 255, 1)])
+    monkeypatch.setattr(steps, "PREPARED_DIR", split_b)
+    params = Params(registry=RegistryParams(model_name="gate-test"))
+    assert not steps.champion_needs_scoring(params)  # no champion
+    dark = rule_savedmodel(store_dir / "dark", "dark")
+    version = log_registered_model(mlflow_store.start_run(EXPERIMENT, {}, {}), dark,
+                                   np.zeros((2, 8, 8, 1), np.float32), CLASS_NAMES, "gate-test",
+                                   own_score=("split-a", "test_accuracy", 1.0))
+    gate(version, 1.0)
+    assert steps.champion_needs_scoring(params)  # scored on its own split only
+    model_registry.record_score(model_registry.current_champion("gate-test"), split_hash(read_manifest(split_b)),
+                                "test_accuracy", 0.5)
+    assert not steps.champion_needs_scoring(params)
+
+
 def test_a_registry_error_is_not_taken_for_no_champion(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers import free_port
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # nothing listens there

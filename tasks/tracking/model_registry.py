@@ -197,8 +197,7 @@ def log_registered_model(run_id: str, savedmodel: Path, examples: np.ndarray, cl
     """Log the SavedModel as a pyfunc MLflow model of the run (its signature; its input example: the `examples`
     images as PNG bytes, or a tensor model's features; the class names, task and kind in its config) and register
     it, its digest signed (sign_version), and its `own_score` (test split, score name, value) when given; returns
-    the version. The run stays RUNNING: it finishes when the whole
-    pipeline has."""
+    the version. The run stays RUNNING: it finishes when the whole pipeline has."""
     from importlib.metadata import version as installed
 
     import mlflow

@@ -50,6 +50,11 @@ class Workspace:
         return self.outputs_dir / "validated.json"
 
     @property
+    def models_built(self) -> Path:
+        """The user's models that built for a data shape, by their code's digests (tasks/launch/preflight.py)."""
+        return self.outputs_dir / "models_built.json"
+
+    @property
     def versioned_stamp(self) -> Path:
         """What the version step last recorded in dvc.lock and pushed (tasks/versioning/dvc.py: version_data)."""
         return self.outputs_dir / "versioned.json"

@@ -7,11 +7,13 @@ contacts no host.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.atomic import write_text_atomic
 from tasks.launch.elastic import elastic_problem
 from tasks.launch.errors import PreflightError  # noqa: F401  (raised here; callers catch it from here)
 from tasks.launch.horovod_build import check_horovod
@@ -24,8 +26,8 @@ from tasks.launch.remote.shared_fs import fresh_token, hosts_without_shared_fs, 
 from tasks.launch.remote.shipping import data_key
 from tasks.outputs.export import fresh_process
 from tasks.params import Params
-from tasks.paths import OUTPUTS_DIR, ROOT
-from tasks.user_code import code_digests, code_file
+from tasks.paths import OUTPUTS_DIR, ROOT, WORKSPACE
+from tasks.user_code import code_digests, code_file, named_code
 from trainer.backend_specs import backend_spec
 from trainer.config import IMPORT_PATH, TrainParams
 from trainer.data import model_input_shape
@@ -103,17 +105,20 @@ def check_data(params: Params, data_dir: Path, gpus_per_host: int) -> None:
         manifest = read_manifest(data_dir)
     except FileNotFoundError as error:
         raise PreflightError(str(error)) from None
-    check_model(params, manifest)
+    check_model(params, manifest, remember=data_dir.resolve() == WORKSPACE.prepared_dir.resolve())
     check_global_batch(params, manifest, gpus_per_host)
 
 
+MODELS_REMEMBERED = 64  # builds that passed, kept in the workspace for the next runs
 MODELS_BUILT: dict[str, str | None] = {}  # the user's models this process built for a data shape: why not, or None
 
 
-def check_model(params: Params, manifest: dict) -> None:
+def check_model(params: Params, manifest: dict, remember: bool = False) -> None:
     """The model fits the data: a catalog model's smallest input and no builder arguments; the user's model (and
-    loss, and train.metrics) built once on the CPU, in the run's fresh TensorFlow process (export's, started
-    ahead), where each problem of the user's code is one line naming its file and line."""
+    loss, and train.metrics) built once on the CPU, in the run's fresh TensorFlow process, where each problem of the
+    user's code is one line naming its file and line. With `remember` (the workspace's own data), a build that
+    passed is recorded in the workspace by its code's digests: the next runs of that code on that data shape start
+    no TensorFlow process for it."""
     train, shape = params.train, model_input_shape(manifest, params.input.image_size)
     try:
         task = data_task(manifest, train.task)
@@ -135,11 +140,47 @@ def check_model(params: Params, manifest: dict) -> None:
     request = {"model": train.model, "source": code_path(train.model), "input_shape": list(shape),
                "outputs": output_size(manifest, task), "model_args": train.model_args, "loss": train.loss,
                "loss_source": code_path(train.loss), "metrics": train.metrics}
-    key = json.dumps([request, code_digests(params)], sort_keys=True, default=str)
+    key = json.dumps([request, code_digests(params), neighbour_digests(request)], sort_keys=True, default=str)
     if key not in MODELS_BUILT:
-        MODELS_BUILT[key] = fresh_process().ask("build", **request)
+        MODELS_BUILT[key] = None if remember and built_before(key) else fresh_process().ask("build", **request)
+        if MODELS_BUILT[key] is None and remember and cacheable(params):
+            remember_built(key)
     if problem := MODELS_BUILT[key]:
         raise PreflightError(problem)
+
+
+def neighbour_digests(request: dict) -> dict[str, str]:
+    """sha256 of the Python files beside the user's code files: the modules of their own they may import."""
+    sources = {Path(source).parent for source in (request["source"], request["loss_source"]) if source}
+    return {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
+            for folder in sorted(sources) for path in sorted(folder.glob("*.py"))}
+
+
+def cacheable(params: Params) -> bool:
+    """Whether a build's success may stand for the next runs: the user's code is workspace files (a package's
+    modules are not followed; Keras's own losses and metrics are checked each time)."""
+    named = named_code(params).values()
+    return bool(named) and all(name.rpartition(":")[0].endswith(".py") for name in named)
+
+
+def built_before(key: str) -> bool:
+    """Whether an earlier run's preflight built this model, for this data, from this very code (each check takes a
+    TensorFlow process: 4 to 5 s here)."""
+    try:
+        return hashlib.sha256(key.encode()).hexdigest() in json.loads(WORKSPACE.models_built.read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def remember_built(key: str) -> None:
+    """Record a build that passed (the newest MODELS_REMEMBERED)."""
+    try:
+        known = [str(digest) for digest in json.loads(WORKSPACE.models_built.read_text())]
+    except (OSError, ValueError, TypeError):
+        known = []
+    known = [*known, hashlib.sha256(key.encode()).hexdigest()][-MODELS_REMEMBERED:]
+    WORKSPACE.models_built.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(WORKSPACE.models_built, json.dumps(known))
 
 
 def code_path(name: str | None) -> str | None:

@@ -114,3 +114,35 @@ def test_a_loss_or_metric_keras_does_not_have_is_refused_before_any_launch(digit
     with pytest.raises(PreflightError, match=f"^{re.escape(said)}$"):
         check_launch(Params(train=TrainParams(**train)), digits_data)
     assert check_launch(Params(train=TrainParams(loss="huber", metrics=["mse"])), digits_data).controller
+
+
+def test_a_model_that_built_is_not_built_again_for_the_same_code_and_data_in_the_workspace(
+        digits_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each build takes a TensorFlow process; the workspace records one that passed, by the digests of the model's
+    file and the Python files beside it: a later run (another process) starts none, until that code changes."""
+    import shutil
+
+    from tasks.launch import preflight
+    from tasks.outputs import export
+    from tasks.paths import Workspace
+    workspace = Workspace(tmp_path / "project")
+    shutil.copytree(digits_data, workspace.prepared_dir)
+    monkeypatch.setattr(preflight, "WORKSPACE", workspace)
+    net = tmp_path / "project" / "models" / "net.py"
+    net.parent.mkdir()
+    net.write_text(GOOD_MODEL)
+    (net.parent / "helper.py").write_text("UNITS = 8\n")
+    params = Params(train=TrainParams(model=f"{net}:build"))
+
+    def built_in_a_new_process() -> bool:
+        export.close_fresh_process()
+        monkeypatch.setattr(preflight, "MODELS_BUILT", {})
+        check_launch(params, workspace.prepared_dir)
+        return bool(export._fresh)
+    assert built_in_a_new_process() and workspace.models_built.is_file()
+    assert not built_in_a_new_process()  # recorded: no TensorFlow process
+    (net.parent / "helper.py").write_text("UNITS = 16\n")
+    assert built_in_a_new_process()
+    assert not built_in_a_new_process()
+    check_launch(params, digits_data)  # data other than the workspace's: checked, not recorded
+    export.close_fresh_process()

@@ -24,6 +24,7 @@ from flows.cli import shorten_bad_input_logs
 from flows.timing import RunClock
 from tasks import steps
 from tasks.data.data_lock import DataHolder, prepared_data_lock
+from tasks.launch.ahead import discard_ranks_ahead, start_ranks_ahead
 from tasks.outputs.evaluate import summary_line
 from tasks.params import Params, load_params
 from tasks.passthrough import check_deployment_overrides
@@ -131,10 +132,15 @@ def training_pipeline(epochs: Optional[PositiveInt] = None, np: Optional[Positiv
     check_deployment_overrides(given, running_deployment.name)
     use_tracking(params.tracking)
     check_versionable(params)
-    with CLOCK.step("prepare"):
-        prepare_data(params)
-    with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # to the run's end
-        return checked_run(params, skip_unchanged and not force, holder)
+    try:
+        if not skip_unchanged or force:  # a run that may be skipped starts its ranks after the checks
+            start_ranks_ahead(params)
+        with CLOCK.step("prepare"):
+            prepare_data(params)
+        with prepared_data_lock(False, "a pipeline run", get_run_logger().info) as holder:  # to the run's end
+            return checked_run(params, skip_unchanged and not force, holder)
+    finally:
+        discard_ranks_ahead()
 
 
 def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dict[str, Any]:
@@ -153,6 +159,7 @@ def checked_run(params: Params, skip_unchanged: bool, holder: DataHolder) -> dic
                                  key="run-summary", description="retraining skipped")
         return {"skipped": True, "run_id": previous}
     start_ahead(params)
+    start_ranks_ahead(params)  # unless started at the run's start
     run = steps.run_steps(run, steps.OPENED, runner)
     result = run_result(run)
     create_markdown_artifact(summary.run_markdown(result, params.train.model_dump(), state, list(run.changed),

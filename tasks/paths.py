@@ -60,6 +60,11 @@ class Workspace:
         return self.outputs_dir / "versioned.json"
 
     @property
+    def ranks_ahead_dir(self) -> Path:
+        """The job files of ranks started before their run's training step (tasks/launch/ahead.py)."""
+        return self.outputs_dir / ".ranks-ahead"
+
+    @property
     def locks_dir(self) -> Path:
         """flock files: one preparer, one DVC command, one publisher at a time."""
         return self.outputs_dir / ".locks"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
+from tasks.launch.ahead import forget_job_files, take_ranks_ahead
 from tasks.launch.environment import rank_environment
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import job_spec, trained_already, write_trainer_config
@@ -21,7 +22,7 @@ from tasks.launch.remote.ports import pick_ports
 from tasks.launch.remote.shared_fs import fresh_token
 from tasks.launch.remote.shipping import Shipment, bring_back, ship_inputs
 from tasks.launch.slurm.states import parse_submitted
-from tasks.launch.supervise.processes import JobLimits, Process, run_processes
+from tasks.launch.supervise.processes import JobLimits, Process, StartedJob, run_processes
 from tasks.launch.tuning import job_cycle
 from tasks.params import Params
 from tasks.paths import OUTPUTS_DIR, ROOT
@@ -60,16 +61,16 @@ def shipment(check: LaunchCheck, processes: list[Process]) -> Shipment:
 
 
 def run_job(processes: list[Process], params: Params, job: JobSpec, config_file: Path, check: LaunchCheck,
-            on_line: Callable[[str], None]) -> None:
-    """Ship what hosts without the shared filesystem need, run the processes, then, however the job ended, stop
-    every rank on every host and bring rank 0's results back."""
+            on_line: Callable[[str], None], started: StartedJob | None = None) -> None:
+    """Ship what hosts without the shared filesystem need, run the processes (or follow them, `started` ahead),
+    then, however the job ended, stop every rank on every host and bring rank 0's results back."""
     with fresh_token(OUTPUTS_DIR) as guard:  # a host that sees it shares this machine's files: nothing removed
         run_shipped_job(processes, params, job, config_file, replace(shipment(check, processes), guard=guard),
-                        on_line)
+                        on_line, started)
 
 
 def run_shipped_job(processes: list[Process], params: Params, job: JobSpec, config_file: Path, to_ship: Shipment,
-                    on_line: Callable[[str], None]) -> None:
+                    on_line: Callable[[str], None], started: StartedJob | None = None) -> None:
     """run_job's work, with what the hosts without the shared filesystem get."""
     ran_on = [host for process in processes for host in process.hosts]  # and where ranks said they are (elastic)
 
@@ -80,7 +81,7 @@ def run_shipped_job(processes: list[Process], params: Params, job: JobSpec, conf
     failed = True
     try:
         ship_inputs(to_ship, job.data_dir, config_file, job.checkpoint_dir, on_line)
-        run_processes(processes, ROOT, noting_hosts, job_limits(params))
+        run_processes(processes, ROOT, noting_hosts, job_limits(params), started)
         failed = False
     finally:
         launcher_for(params).stop(ran_on, config_file)
@@ -97,6 +98,16 @@ def noting_scheduler_jobs(run_id: str | None, on_line: Callable[[str], None]) ->
     return handle
 
 
+def planned_job(params: Params, controller: str | None, config_file: Path, env: dict[str, str], ports: list[int],
+                first: bool) -> tuple[list[Process], Path, StartedJob | None]:
+    """The job's processes, the configuration file they read and, when they were started ahead (first launch only)
+    as planned, their running job (the configuration then written where they wait: tasks/launch/ahead.py)."""
+    def plan_for(path: Path) -> list[Process]:
+        return launch_plan(params, controller, path, env, ports)
+    ahead = take_ranks_ahead(plan_for, config_file) if first else None
+    return ahead or (plan_for(config_file), config_file, None)
+
+
 def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, run_id: str | None,
            on_line: Callable[[str], None]) -> None:
     """Plan the job's processes and run them; when it failed at its start (a server's port taken on its host between
@@ -106,13 +117,13 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         ports = pick_ports(port_hosts(params))  # on the host that listens on each
         env = rank_environment(spool_metrics=shared)
-        processes = launch_plan(params, check.controller, config_file, env, ports)
-        prepare_launch(params, check.controller, config_file, env)
+        processes, job_config, started = planned_job(params, check.controller, config_file, env, ports, attempt == 1)
+        prepare_launch(params, check.controller, job_config, env)
         for process in processes:
             on_line("launching: " + redact(shlex.join(process.command)))
         relay = MetricRelay(run_id, job, noting_scheduler_jobs(run_id, on_line), spooled_by_rank=shared)
         try:
-            run_job(processes, params, job, config_file, check, relay)
+            run_job(processes, params, job, job_config, check, relay, started)
             return
         except RankFailed as failure:
             if not failure.launch_again or attempt == LAUNCH_ATTEMPTS:
@@ -120,6 +131,7 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
             on_line(f"{failure}; launching again with new ports ({attempt + 1} of {LAUNCH_ATTEMPTS})")
         finally:
             relay.close()
+            forget_job_files(job_config)
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,

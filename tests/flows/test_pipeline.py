@@ -194,6 +194,15 @@ def test_scaling_flow_reports_images_per_sec_and_efficiency(pipeline_run: Pipeli
     assert any(a["key"] == "scaling" and a["type"] == "table" for a in artifacts)
 
 
+def test_the_ranks_started_ahead_of_the_training_step_train_the_run(pipeline_run: PipelineRun) -> None:
+    """The job's ranks started at the run's start (loading TensorFlow while prepare and the checks ran) are the ones
+    the training step launched: its one launch names them; their job files are gone after the run."""
+    (launch,) = [line.split("launching: ", 1)[1] for line in pipeline_run.logged.splitlines() if "launching: " in line]
+    assert re.search(r"-np 2 .* -m trainer --config \S+/outputs/\.ranks-ahead/job-\w+/trainer_config\.json "
+                     r"--ahead-of \d+ --backend horovod$", launch), launch
+    assert not list((pipeline_run.repo / "outputs" / ".ranks-ahead").iterdir())
+
+
 def test_the_run_ends_with_where_the_time_went(pipeline_run: PipelineRun) -> None:
     """The last line: the run's wall time, its epochs, and each step's time outside them, the train step in parts."""
     last = pipeline_run.output.strip().splitlines()[-1]

@@ -279,6 +279,28 @@ def interrupted_at(repo: Path, delay: float) -> tuple[subprocess.Popen, str]:
     return job, "".join(said) + rest
 
 
+def ranks_of(repo: Path) -> list[str]:
+    """The command lines of the training processes of the checkout's runs."""
+    listed = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    return [line for line in listed.splitlines() if str(repo) in line and "-m trainer" in line]
+
+
+def test_ctrl_c_while_the_ranks_wait_ahead_of_the_training_step_stops_them_in_one_line(repo: Path) -> None:
+    """Ctrl-C before the training step, while its ranks, started ahead, load TensorFlow or wait for their job: one
+    line, last, exit 130; no rank left, nor their job files."""
+    job = subprocess.Popen(pipeline("epochs=200"), cwd=repo, env=workspace_env(repo), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not [line for line in ranks_of(repo) if "--ahead-of" in line] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(job.pid, signal.SIGINT)
+    err = job.communicate(timeout=120)[1]
+    assert job.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
+    assert "launching: " not in err  # interrupted before the training step
+    assert not ranks_of(repo) and not list((repo / "outputs" / ".ranks-ahead").iterdir())
+
+
 @pytest.mark.parametrize("delay", [0.0, 1.4, 2.8, 5.6, 9.0])
 def test_ctrl_c_at_any_moment_of_training_ends_the_run_in_one_line_and_leaves_no_rank(repo: Path,
                                                                                       delay: float) -> None:
@@ -291,5 +313,4 @@ def test_ctrl_c_at_any_moment_of_training_ends_the_run_in_one_line_and_leaves_no
     launches = {line for line in err.splitlines() if "launching: " in line}  # Prefect may print a record twice
     assert len(launches) == 1 and "Retry " not in err, err[-3000:]  # not retried
     assert training_runs(repo)[0].info.status == "FAILED"
-    assert not [line for line in subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
-                .splitlines() if str(repo) in line and "-m trainer" in line]
+    assert not ranks_of(repo)

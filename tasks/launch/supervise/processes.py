@@ -6,7 +6,7 @@ import queue
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +26,7 @@ from tasks.launch.output.diagnosis import (
 from tasks.launch.supervise.watch import JobLimits, JobWatch, job_roots, stop_tree
 from tasks.redaction import redact
 
-__all__ = ["JobLimits", "Process", "RankFailed", "run_processes", "run_streaming"]
+__all__ = ["JobLimits", "Process", "RankFailed", "StartedJob", "run_processes", "run_streaming", "start_job"]
 NO_LIMITS = JobLimits()  # frozen: one shared default
 OUTPUT_GRACE_SECONDS = 2.0  # a failed process's last lines arrive within this, even while others hold its output
 
@@ -52,16 +52,35 @@ def _pump(index: int, process: subprocess.Popen, label: str | None, lines: queue
     lines.put((index, None))  # this process has ended and all its lines are in
 
 
-def _start(processes: list[Process], cwd: Path, lines: queue.Queue) -> tuple[list[subprocess.Popen],
-                                                                            list[psutil.Process]]:
-    """Start every process with its output pumped into `lines`; bytes that are not UTF-8 are replaced. No process
-    reads the terminal (ssh, horovodrun's and mpirun's included: a launcher in the background would be stopped)."""
-    running = [subprocess.Popen(p.command, cwd=cwd, env=p.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1) for p in processes]
-    roots = job_roots(running)  # before the pumps can reap any
-    for index, (process, spec) in enumerate(zip(running, processes)):
-        threading.Thread(target=_pump, args=(index, process, spec.label, lines), daemon=True).start()
-    return running, roots
+@dataclass
+class StartedJob:
+    """A job's processes once started: their output goes into `lines` as (index, line), (index, None) at each end."""
+    running: list[subprocess.Popen] = field(default_factory=list)
+    roots: list[psutil.Process] = field(default_factory=list)
+    lines: queue.Queue[tuple[int, str | None]] = field(default_factory=queue.Queue)
+
+    def alive(self) -> bool:
+        return bool(self.running) and all(process.poll() is None for process in self.running)
+
+    def stop(self) -> None:
+        """Every process of the job, and every process they started, gone."""
+        stop_tree(self.running, self.roots)
+
+
+def start_job(processes: list[Process], cwd: Path, job: StartedJob | None = None) -> StartedJob:
+    """Start every process with its output pumped into the job's lines; bytes that are not UTF-8 are replaced. No
+    process reads the terminal (ssh, horovodrun's and mpirun's included: a launcher in the background would be
+    stopped). Ctrl-C waits until all are started (and known to `job`, when given, for stopping them)."""
+    job = job or StartedJob()
+    with interrupts_held():
+        for spec in processes:
+            job.running.append(subprocess.Popen(spec.command, cwd=cwd, env=spec.env, stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                                errors="replace", bufsize=1))
+        job.roots.extend(job_roots(job.running))  # before the pumps can reap any
+        for index, (process, spec) in enumerate(zip(job.running, processes)):
+            threading.Thread(target=_pump, args=(index, process, spec.label, job.lines), daemon=True).start()
+    return job
 
 
 def _rank_hosts(processes: list[Process]) -> dict[str, str]:
@@ -119,29 +138,28 @@ def _follow(processes: list[Process], running: list[subprocess.Popen], lines: qu
 
 
 def run_processes(processes: list[Process], cwd: Path, on_line: Callable[[str], None],
-                  limits: JobLimits = NO_LIMITS) -> None:
+                  limits: JobLimits = NO_LIMITS, started: StartedJob | None = None) -> None:
     """Run the job's processes together, passing every line to on_line; raise RankFailed naming the failure.
+    `started`: these processes, started already (start_job), their lines so far not yet passed on.
 
     The job ends when every waited process has ended, as soon as any process fails, when a rank has been stopped
     for limits.stall_seconds, or at limits.timeout_seconds. Every process of the job, and every process they
     started, is gone when this returns.
     """
-    output, lines = RankOutput(_rank_hosts(processes)), queue.Queue[tuple[int, str | None]]()
-    oom_before, started = oom_kill_count(), time.monotonic()
-    running: list[subprocess.Popen] = []
-    roots: list[psutil.Process] = []
+    output, job = RankOutput(_rank_hosts(processes)), started or StartedJob()
+    oom_before, started_at = oom_kill_count(), time.monotonic()
     try:
-        with interrupts_held():
-            running, roots = _start(processes, cwd, lines)
-        watch = JobWatch(roots, limits)
-        code = _follow(processes, running, lines, on_line, output, watch)
+        if started is None:
+            start_job(processes, cwd, job)
+        watch = JobWatch(job.roots, limits)
+        code = _follow(processes, job.running, job.lines, on_line, output, watch)
     finally:
-        stop_tree(running, roots)
+        job.stop()
     if interrupted():  # Ctrl-C reached the job's processes too: whatever they made of it, the run was interrupted
         raise KeyboardInterrupt
     if code is not None:
         oom_kills = oom_kill_count() - oom_before
-        report = JobReport(code, watch.verdict, watch.retryable, oom_kills, time.monotonic() - started,
+        report = JobReport(code, watch.verdict, watch.retryable, oom_kills, time.monotonic() - started_at,
                            oom_killed_pids() if oom_kills else None)
         raise output.failure(report)
 

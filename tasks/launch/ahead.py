@@ -7,7 +7,8 @@ plan differs, a rank ended, the run was skipped, failed or interrupted) the earl
 never trains with a job other than its own plan.
 
 One job ahead per process (the pipeline's): start_ranks_ahead at the run's start, take_ranks_ahead in the
-training step's launch, discard_ranks_ahead when the run ends however it ends (and at exit)."""
+training step's launch, discard_ranks_ahead when the run ends however it ends (and at exit). A job taken stays
+known here until then: a Ctrl-C between the take and the job's supervision still stops it."""
 from __future__ import annotations
 
 import atexit
@@ -40,11 +41,11 @@ class RanksAhead:
     config_file: Path
     started: list[Process]
     job: StartedJob
+    taken: bool = False
 
 
 PlanFor = Callable[[Path], list[Process]]  # the training step's plan of its job, for a configuration file
-_AHEAD: list[RanksAhead] = []  # this process's job ahead, at most one
-_TAKEN: set[Path] = set()  # the folders of job files of jobs ahead that a training step took
+_AHEAD: list[RanksAhead] = []  # this process's job ahead, at most one, until the run ends
 
 
 def may_start_ahead(params: Params) -> bool:
@@ -64,7 +65,7 @@ def start_ranks_ahead(params: Params, folders: Path | None = None) -> None:
     """Start the run's training job now, waiting for its configuration (in a folder of job files made in `folders`,
     the workspace's by default), when it may be (settings the preflight will refuse: not started)."""
     if _AHEAD or not may_start_ahead(params):
-        return
+        return  # started already, taken, or not this kind of job
     try:
         controller = check_settings(params)
     except PreflightError:
@@ -82,35 +83,35 @@ def start_ranks_ahead(params: Params, folders: Path | None = None) -> None:
 
 
 def take_ranks_ahead(plan_for: PlanFor, config_file: Path) -> tuple[list[Process], Path, StartedJob] | None:
-    """The job ahead, when it is the one planned (plan_for(its config file)) and all its processes run: its
-    configuration (config_file's copy) written where it waits; else None, the job ahead stopped."""
-    if not _AHEAD:
+    """The job ahead, when it is the one planned (plan_for(its config file)), not taken yet, and all its processes
+    run: its configuration (config_file's copy) written where it waits; else None (a job ahead not taken: stopped)."""
+    ahead = next((waiting for waiting in _AHEAD if not waiting.taken), None)
+    if ahead is None:
         return None
-    ahead = _AHEAD.pop()
     if not ahead.job.alive() or plan_for(ahead.config_file) != ahead.plan:
         _discard(ahead)
         return None
     write_text_atomic(ahead.config_file, config_file.read_text())
-    _TAKEN.add(ahead.config_file.parent)
+    ahead.taken = True
     return ahead.started, ahead.config_file, ahead.job
 
 
 def _discard(ahead: RanksAhead) -> None:
-    ahead.job.stop()
-    shutil.rmtree(ahead.config_file.parent, ignore_errors=True)
+    """Its processes stopped (again, if they were: nothing then) and its job files removed; known here until its
+    processes are stopped (an interrupt meanwhile: the call at exit stops them)."""
+    try:
+        ahead.job.stop()
+        if ahead in _AHEAD:
+            _AHEAD.remove(ahead)
+    finally:
+        shutil.rmtree(ahead.config_file.parent, ignore_errors=True)
 
 
 def discard_ranks_ahead() -> None:
-    """Stop the job ahead that no training step took (the run skipped, failed, interrupted or done)."""
-    while _AHEAD:
-        _discard(_AHEAD.pop())
-
-
-def forget_job_files(config_file: Path) -> None:
-    """After a job ahead ended: its folder of job files removed (the run's model directory holds the config)."""
-    if config_file.parent in _TAKEN:
-        _TAKEN.discard(config_file.parent)
-        shutil.rmtree(config_file.parent, ignore_errors=True)
+    """When the run ends: the job ahead stopped (the run skipped, failed or interrupted) or, taken, its files
+    removed."""
+    for ahead in list(_AHEAD):
+        _discard(ahead)
 
 
 atexit.register(discard_ranks_ahead)

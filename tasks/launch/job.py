@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.atomic import atomic_dir
-from tasks.launch.ahead import forget_job_files, take_ranks_ahead
+from tasks.launch.ahead import take_ranks_ahead
 from tasks.launch.environment import rank_environment
 from tasks.launch.hostlist import host_slots
 from tasks.launch.job_config import job_spec, trained_already, write_trainer_config
@@ -131,7 +131,6 @@ def launch(params: Params, job: JobSpec, config_file: Path, check: LaunchCheck, 
             on_line(f"{failure}; launching again with new ports ({attempt + 1} of {LAUNCH_ATTEMPTS})")
         finally:
             relay.close()
-            forget_job_files(job_config)
 
 
 def train(params: Params, data_dir: Path, out_dir: Path, checkpoint_dir: Path, run_id: str | None,

@@ -185,6 +185,7 @@ def test_a_challenger_is_loaded_beside_the_champion_and_promoted_without_a_secon
     assert watching.loads == [challenger] and [model.version for model in watching.champion.versions()] == [challenger]
     registry.client().delete_registered_model_alias(NAME, CHALLENGER)
     watching.until(lambda: watching.champion.labelled(CHALLENGER) is None)
+    watching.until(lambda: f"{CHALLENGER} no more" in "".join(said.lines("serve-model")[-1:]))  # said after the change
     assert watching.champion.model.version == challenger
     assert said.lines("serve-model")[-3:] == [
         f"[serve-model] ringflow v{challenger} answers as {CHALLENGER} now (loaded and warmed with 1 image in "

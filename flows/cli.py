@@ -60,10 +60,15 @@ def use_local_server() -> None:
     print(f"Prefect server: {note.ui_url} ({'started; ' if started else ''}`make stop` stops it)", flush=True)
 
 
+# Prefect's services that send what is queued when the process ends, each logging under its class's name: a
+# "Still processing items" warning from them would come after the run's last line (seen after a Ctrl-C)
+DRAINED_AT_EXIT = ("EventsWorker", "APILogWorker")
+
+
 def run_flow(call: Callable[[], T]) -> tuple[T | None, int]:
     """A flow run from the command line, on the configured Prefect API or the local server: (its result, 0), or
     (None, the exit code) after the one `error:` line (2 for bad input, 1 otherwise, 130 for Ctrl-C: whatever the
-    run's processes made of the interrupt, once it was pressed)."""
+    run's processes made of the interrupt, once it was pressed). Prefect's draining at exit says only errors."""
     from tasks.errors import report, report_interrupt
     from tasks.interrupt import catch_interrupts, interrupted
     catch_interrupts()
@@ -74,6 +79,9 @@ def run_flow(call: Callable[[], T]) -> tuple[T | None, int]:
         return None, report_interrupt() if interrupted() else report(error)
     except KeyboardInterrupt:
         return None, report_interrupt()
+    finally:
+        for name in DRAINED_AT_EXIT:
+            logging.getLogger(name).setLevel(logging.ERROR)
     return (None, report_interrupt()) if interrupted() else (result, 0)
 
 

@@ -29,6 +29,7 @@ from tasks.launch.remote.addresses import is_local
 from tasks.launch.supervise.processes import Process, StartedJob, start_job
 from tasks.params import Params
 from tasks.paths import ROOT, WORKSPACE
+from trainer.ahead import launcher_alive
 from trainer.backend_specs import backend_spec
 from trainer.config import CONFIG_FILE_NAME
 
@@ -61,6 +62,14 @@ def ahead_plan(params: Params, controller: str | None, config_file: Path) -> lis
     return launch_plan(params, controller, config_file, rank_environment(spool_metrics=True), [])
 
 
+def remove_stale_folders(folders: Path) -> None:
+    """The job files of runs whose process is gone (killed: no `finally` ran) removed."""
+    for folder in folders.glob("job-*-*"):
+        owner = folder.name.split("-")[1]
+        if owner.isdigit() and not launcher_alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def start_ranks_ahead(params: Params, folders: Path | None = None) -> None:
     """Start the run's training job now, waiting for its configuration (in a folder of job files made in `folders`,
     the workspace's by default), when it may be (settings the preflight will refuse: not started)."""
@@ -72,7 +81,8 @@ def start_ranks_ahead(params: Params, folders: Path | None = None) -> None:
         return  # the preflight says why, in its line
     folders = folders or WORKSPACE.ranks_ahead_dir
     folders.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="job-", dir=folders))
+    remove_stale_folders(folders)
+    folder = Path(tempfile.mkdtemp(prefix=f"job-{os.getpid()}-", dir=folders))
     config_file = folder / CONFIG_FILE_NAME
     plan = ahead_plan(params, controller, config_file)
     waiting = ["--ahead-of", str(os.getpid()), "--backend", params.train.backend]

@@ -74,3 +74,12 @@ def test_a_job_ahead_that_is_not_the_planned_one_is_stopped_and_never_taken(tmp_
     assert not ahead._AHEAD and not list(tmp_path.glob("job-*"))
     assert not [pid for pid in rank_pids if psutil.pid_exists(pid) and
                 psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_job_files_of_a_run_whose_process_is_gone_are_removed_when_the_next_starts(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / f"job-{gone.pid}-abc").mkdir()
+    (tmp_path / f"job-{psutil.Process().pid}-def").mkdir()  # a run of a live process keeps its files
+    ahead.remove_stale_folders(tmp_path)
+    assert [folder.name for folder in tmp_path.iterdir()] == [f"job-{psutil.Process().pid}-def"]

@@ -198,7 +198,7 @@ def test_the_ranks_started_ahead_of_the_training_step_train_the_run(pipeline_run
     """The job's ranks started at the run's start (loading TensorFlow while prepare and the checks ran) are the ones
     the training step launched: its one launch names them; their job files are gone after the run."""
     (launch,) = [line.split("launching: ", 1)[1] for line in pipeline_run.logged.splitlines() if "launching: " in line]
-    assert re.search(r"-np 2 .* -m trainer --config \S+/outputs/\.ranks-ahead/job-\w+/trainer_config\.json "
+    assert re.search(r"-np 2 .* -m trainer --config \S+/outputs/\.ranks-ahead/job-\d+-\w+/trainer_config\.json "
                      r"--ahead-of \d+ --backend horovod$", launch), launch
     assert not list((pipeline_run.repo / "outputs" / ".ranks-ahead").iterdir())
 

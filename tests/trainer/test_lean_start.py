@@ -34,6 +34,24 @@ def test_horovod_s_functions_are_left_to_graph_mode_as_tensorflow_s_are() -> Non
     assert conversion.is_allowlisted(hvd_tf.allreduce) and conversion.is_allowlisted(hvd_tf.broadcast)
 
 
+def test_horovod_s_own_tf_functions_are_traced_as_written() -> None:
+    """The tf.functions Horovod makes for the gradients' allreduce and the variables' broadcast: autograph would
+    rewrite Python control flow on a tensor into tf.cond; traced as written, it fails."""
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.functions as hvd_functions
+    import tensorflow as tf
+
+    import trainer.backends.horovod_keras  # noqa: F401  (what every Horovod backend imports)
+
+    def absolute(x: tf.Tensor) -> tf.Tensor:
+        if x > 0:
+            return x
+        return -x
+    for module in (hvd_tf, hvd_functions):  # where Horovod's allreduce and its broadcast make their functions
+        with pytest.raises(TypeError, match="symbolic `tf.Tensor` as a Python `bool` is not allowed"):
+            module._make_subgraph(absolute)(tf.constant(-1))
+
+
 def test_the_input_pipeline_s_functions_are_traced_as_written() -> None:
     """Python control flow on a tensor: autograph rewrites it into tf.cond; a function traced as written fails."""
     import tensorflow as tf

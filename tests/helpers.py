@@ -184,16 +184,18 @@ def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def api_call(api: str, path: str, body: Any = None, auth: str | None = None) -> Any:
-    """JSON from the Prefect REST API: POST when body is given, else GET; auth: a server's `user:password`."""
+def api_call(api: str, path: str, body: Any = None, auth: str | None = None, method: str | None = None) -> Any:
+    """JSON from the Prefect REST API (None for an empty answer): POST when body is given, else GET, unless `method`
+    says otherwise; auth: a server's `user:password`."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if auth:
         headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
     request = urllib.request.Request(f"{api}{path}", data=data, headers=headers,
-                                     method="GET" if body is None else "POST")
+                                     method=method or ("GET" if body is None else "POST"))
     with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
+        answer = response.read()
+    return json.loads(answer) if answer else None
 
 
 def drawn_digit(digit: int) -> bytes:

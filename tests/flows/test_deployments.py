@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,9 +42,9 @@ AUGMENT_OFF = 'overrides={"input.augment": "off"}'  # YAML 1.1 would read a bare
 CREDENTIALS: dict[str, str] = {}  # a make serve's Prefect API -> its `user:password` (authentication is on)
 
 
-def api_call(api: str, path: str, body: Any = None) -> Any:
+def api_call(api: str, path: str, body: Any = None, method: str | None = None) -> Any:
     """tests.helpers.api_call, with the credentials of the make serve whose API it is."""
-    return helpers.api_call(api, path, body, auth=CREDENTIALS.get(api))
+    return helpers.api_call(api, path, body, auth=CREDENTIALS.get(api), method=method)
 
 
 def serve_credentials(client_env: Path, serve: subprocess.Popen, timeout: float = 60) -> dict[str, str]:
@@ -447,6 +448,29 @@ def test_a_shifted_stream_is_drift_that_starts_one_retraining_an_unshifted_one_i
     the monitor over the first window finds no drift and starts nothing; the monitor deployment over the second
     finds drift, logs Evidently's report under the served version and starts the retrain deployment, whose run the
     worker starts; the monitor over that window again starts no second one."""
+    with monitor_schedule_paused(served):
+        drift_starts_one_retraining(served)
+
+
+@contextmanager
+def monitor_schedule_paused(served: Served) -> Iterator[None]:
+    """The monitor deployment's hourly schedule paused (Prefect deletes the runs it scheduled): a scheduled monitor
+    run over the last hour would see the test's shifted stream too, and start a retraining of its own."""
+    monitor_deployment = api_call(served.api, "/deployments/name/serving-monitor/monitor")
+    (schedule,) = monitor_deployment["schedules"]
+    path = f"/deployments/{monitor_deployment['id']}/schedules/{schedule['id']}"
+    api_call(served.api, path, {"active": False}, method="PATCH")
+    assert not api_call(served.api, "/flow_runs/filter", {
+        "deployments": {"id": {"any_": [monitor_deployment["id"]]}},
+        "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}},
+                      "expected_start_time": {"after_": datetime.now(timezone.utc).isoformat()}}})
+    try:
+        yield
+    finally:
+        api_call(served.api, path, {"active": True}, method="PATCH")
+
+
+def drift_starts_one_retraining(served: Served) -> None:
     from mlflow.tracking import MlflowClient
     images = helpers.read_split(served.repo / "data" / "prepared", "test")[0][..., 0]
     wait_for_the_champion(served)

@@ -24,6 +24,12 @@ NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow"
                         r"|(INFO|WARNING|DEBUG):(absl|tensorflow):)")
 ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
+# TensorFlow's error from a graph (a tf.function, Keras's training step): its heading says only "Graph execution
+# error:", then the stack where the failing node was defined (two lines a frame: longer than a tail), then the cause,
+# then the node; the cause is the line before the node, passing over the afterword some errors add
+GRAPH_ERROR = re.compile(r"^\s*(\w+\.)*(?P<type>\w+Error): Graph execution error:\s*$")
+FAILED_NODE = re.compile(r"^\s*\[\[\{\{node ")
+GRAPH_ERROR_AFTERWORD = "The error could be from a previous operation"
 MPI_SIGNALLED = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on signal (?P<signal>\d+)")
 MPI_FIRST_FAILED = re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")  # then "Exit code: N"
 MPI_EXIT_CODE = re.compile(r"^\s*Exit code:\s*(?P<code>-?\d+)")
@@ -156,6 +162,8 @@ class RankOutput:
         self.scheduler_end: tuple[str, str, str, str] | None = None  # a scheduler's job ended: id, state, exit, why
         self.last_heard = {rank: time.monotonic() for rank in hosts}  # each rank's (or server's) last line
         self.pids: dict[str, int] = {}  # each rank's process id, as its placed line gives it
+        self.errors: dict[str, str] = {}  # each rank's last error line, however long the traceback after it
+        self.graph_errors: dict[str, str] = {}  # a rank's TensorFlow graph error whose cause is still to come
 
     def add(self, line: str) -> None:
         match = RANK_LINE.match(line)
@@ -166,6 +174,7 @@ class RankOutput:
             self.last_heard.pop(rank, None)
         if is_heartbeat_text(text):
             return
+        self._note_error(rank, text)
         self.tails[rank].append(text)
         if match and (placed := parse_placed(text)):
             if not is_local(placed[2]):
@@ -181,6 +190,17 @@ class RankOutput:
         if not match:
             self._mpirun_report(line)
             self._scheduler_report(line)
+
+    def _note_error(self, rank: str, text: str) -> None:
+        """Keep a rank's error line (for TensorFlow's graph errors, the error's type and its cause)."""
+        if ERROR_LINE.match(text):
+            self.errors[rank] = text.strip()
+            if graph_error := GRAPH_ERROR.match(text):
+                self.graph_errors[rank] = graph_error["type"]
+        elif FAILED_NODE.match(text) and rank in self.graph_errors:
+            cause = next((line.strip() for line in reversed(self.tails[rank])
+                          if line.strip() and not line.strip().startswith(GRAPH_ERROR_AFTERWORD)), "")
+            self.errors[rank] = f"{self.graph_errors.pop(rank)}: {cause or text.strip()}"
 
     def _mpirun_report(self, line: str) -> None:
         """mpirun's own account of a rank that failed: a signal, or the first non-zero exit code."""
@@ -231,8 +251,7 @@ class RankOutput:
         return next(iter(own or list(self.codes)), None)
 
     def error_line(self, rank: str) -> str | None:
-        errors = [text.strip() for text in self.tails[rank] if ERROR_LINE.match(text)]
-        return errors[-1] if errors else None
+        return self.errors.get(rank)
 
     def failure(self, report: JobReport) -> RankFailed:
         """One line naming the failure, and whether it may pass next time."""

@@ -71,6 +71,22 @@ def test_an_exception_in_a_rank_is_quoted_and_not_retried_unless_it_is_the_netwo
     assert explain(network)[1] is True
 
 
+def test_a_graph_error_is_quoted_by_its_type_and_cause_past_the_stack_of_its_node() -> None:
+    """TensorFlow's error from a training step: a heading that says only "Graph execution error:", the stack where
+    the node was defined (longer than the lines kept of a rank), the cause, an afterword, the node."""
+    stack = [f"[1]<stderr>:  File \"/site-packages/tf_keras/engine/training.py\", line {n}, in step" for n in range(60)]
+    lines = ["[1]<stderr>:tensorflow.python.framework.errors_impl.UnavailableError: Graph execution error:",
+             "[1]<stderr>:", "[1]<stderr>:Detected at node while/div_no_nan/CollectiveReduceV2 defined at (most "
+             "recent call last):", *stack,
+             "[1]<stderr>:Collective ops is aborted by: cluster check alive failed, /job:worker/replica:0/task:0 "
+             "is down",
+             "[1]<stderr>:The error could be from a previous operation. Restart your program to reset.",
+             "[1]<stderr>:\t [[{{node while/div_no_nan/CollectiveReduceV2}}]] [Op:__inference_train_function_2860]",
+             "Process 1 exit with status code 1."]
+    assert explain(lines) == ("rank 1 on h2 failed (exit 1): UnavailableError: Collective ops is aborted by: cluster "
+                              "check alive failed, /job:worker/replica:0/task:0 is down", True)
+
+
 def test_horovods_stall_report_names_the_missing_rank() -> None:
     lines = ["[0]<stderr>:W1123 stall_inspector.cc:107] One or more tensors were submitted to be reduced",
              "[0]<stderr>:Missing ranks:", "[0]<stderr>:1: [DistributedAdam_Allreduce/cond/HorovodAllreduce_0]",

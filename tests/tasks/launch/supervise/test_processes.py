@@ -23,6 +23,33 @@ def test_a_failing_rank_is_named_with_its_error(tmp_path: Path) -> None:
         run_streaming(command, quiet_env(), ROOT, lambda line: None)
 
 
+NESTED_GRAPH_ERROR = """
+import tensorflow as tf
+
+def embedded(labels, depth):  # a deep stack where the failing node is made, as a Keras model's training step has
+    if depth:
+        return embedded(labels, depth - 1)
+    return tf.gather(tf.constant([0.5, 1.5, 2.5]), labels)
+
+@tf.function
+def step(labels):
+    return embedded(labels, 30)
+
+step(tf.constant([5]))
+"""
+
+
+def test_a_rank_s_tensorflow_graph_error_is_named_by_its_cause(tmp_path: Path) -> None:
+    """A real graph execution error, its node made 30 calls deep (its heading and its cause 60 lines apart): the
+    line names the error and its cause."""
+    script = tmp_path / "label_out_of_range.py"
+    script.write_text(NESTED_GRAPH_ERROR)
+    rank = Process([PYTHON, str(script)], quiet_env(), "1")
+    with pytest.raises(RankFailed, match=r"^rank 1 on localhost failed \(exit 1\): InvalidArgumentError: "
+                                         r"indices\[0\] = 5 is not in \[0, 3\)$"):
+        run_processes([rank], tmp_path, lambda line: None)
+
+
 def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(digits_data: Path, tmp_path: Path) -> None:
     import os
     import re

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,27 @@ def open_file(path: Path, flags: int, mode: int = 0o600) -> int:
         if os.path.islink(path):
             raise refused(path, error) from None
         raise
+
+
+ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b")  # a traceback's last line, a logged exception's
+
+
+def why_ended(log: Path) -> str:
+    """The line of a server's log that says why it ended: its last error line, else its last line ('' for none)."""
+    try:
+        descriptor = open_file(log, os.O_RDONLY)
+    except OSError:
+        return ""
+    with os.fdopen(descriptor, "rb") as opened:
+        opened.seek(max(0, os.fstat(descriptor).st_size - 65536))
+        lines = [line.strip() for line in opened.read().decode(errors="replace").splitlines() if line.strip()]
+    return next((line for line in reversed(lines) if ERROR_LINE.match(line)), lines[-1] if lines else "")[:500]
+
+
+def ended(name: str, log: Path) -> ServerFailed:
+    """The one line for a server that ended: its name, what its log says last of why, the log's path."""
+    why = why_ended(log)
+    return ServerFailed(f"the {name} exited{f': {why}' if why else ''}; see {log}")
 
 
 class Stop(Exception):
@@ -192,7 +214,7 @@ def watch(pid_files: dict[str, Path], log_dir: Path) -> None:
             if (pid_file.parent / f"{name}.paused").exists():
                 continue
             if live_pid(pid_file) is None:
-                raise ServerFailed(f"the {name} process exited; see {log_dir / f'{name}.log'}")
+                raise ended(f"{name} process", log_dir / f"{name}.log")
         time.sleep(2)
 
 
@@ -219,7 +241,7 @@ def wait_answer(name: str, answered: Callable[[], bool], pid_file: Path, log: Pa
     deadline = time.monotonic() + seconds
     while not answered():
         if live_pid(pid_file) is None:
-            raise ServerFailed(f"the {name} exited; see {log}")
+            raise ended(name, log)
         if time.monotonic() > deadline:
             raise ServerFailed(f"the {name} did not answer{where} in {seconds / 60:g} minutes; see {log}")
         time.sleep(0.5)

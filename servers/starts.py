@@ -49,12 +49,18 @@ def start_mlflow(place: Place, users: Users, secrets: dict[str, str]) -> None:
                         place.logs / "mlflow.log")
 
 
+# Prefect's waits on PostgreSQL (5 s to connect, 10 s a statement): on a host busy training, a connection at the
+# server's start can take longer, and the server exits (Prefect's issues #22314, #21225: timeouts under load)
+PREFECT_DATABASE_SECONDS = {"PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT": "30", "PREFECT_SERVER_DATABASE_TIMEOUT": "30"}
+
+
 def start_prefect(place: Place, users: Users, secrets: dict[str, str]) -> None:
     home = place.home
     env = dict(os.environ, HOME=str(home / "home"), PGPASSFILE=str(home / "pgpass"),
                PREFECT_HOME=str(home / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_SERVER_API_AUTH_STRING=f"{ROLE}:{secrets['PREFECT_PASSWORD']}",
                PREFECT_SERVER_DATABASE_CONNECTION_URL=f"postgresql+asyncpg://{ROLE}@127.0.0.1:{place.pg_port}/prefect",
+               **PREFECT_DATABASE_SECONDS,
                PREFECT_UI_API_URL=f"http://{place.host}:{place.prefect_port}/api")
     command = [*users.as_service, str(BIN / "prefect"), "server", "start", "--host", place.host, "--port",
                str(place.prefect_port)]
@@ -133,7 +139,7 @@ def wait_worker(place: Place, started: datetime, seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
     while (beat := worker_heartbeat(place, name)) is None or beat < started:
         if processes.live_pid(place.run / "worker.pid") is None:
-            raise ServerFailed(f"the worker exited; see {log}")
+            raise processes.ended("worker", log)
         if time.monotonic() > deadline:
             raise ServerFailed(f"the worker did not poll its pool in {seconds / 60:g} minutes; see {log}")
         time.sleep(0.5)

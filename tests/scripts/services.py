@@ -144,8 +144,8 @@ def services_in(services: Services, settings: dict[str, str]) -> Iterator[Servic
                              PREFECT_PORT=str(free_port()), POSTGRES_PORT=str(free_port()),
                              PREFECT_HOME=str(services.repo / ".prefect"), **settings)
     services.env.pop("PREFECT_API_URL", None)
-    services.start()
     try:
+        services.start()
         yield services
     finally:
         services.script("down")

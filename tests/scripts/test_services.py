@@ -55,6 +55,9 @@ def test_on_loopback_too_the_servers_run_unprivileged_and_refuse_requests_withou
     assert requests.post(f"{prefect_api}/flows/filter", json={}, timeout=30).status_code == 401
     user, password = services.client["PREFECT_API_AUTH_STRING"].split(":", 1)
     assert requests.post(f"{prefect_api}/flows/filter", json={}, auth=(user, password), timeout=30).ok
+    database = requests.get(f"{prefect_api}/admin/settings", auth=(user, password), timeout=30).json()
+    assert (database["server"]["database"]["connection_timeout"], database["server"]["database"]["timeout"]) == (
+        30, 30)  # a start on a busy host waits for PostgreSQL
     # what the servers keep is theirs alone
     for name in ("prefect", "mlflow-artifacts", "pgpass", "mlflow-auth.ini"):
         assert pwd.getpwuid((services.home / name).stat().st_uid).pw_name == "ringflow-services", name

@@ -54,6 +54,14 @@ def test_a_server_is_waited_for_until_it_answers_and_one_that_ended_is_one_line(
     with pytest.raises(processes.ServerFailed, match=rf"^the gone server exited; see {tmp_path}/gone.log$"):
         processes.wait_http("gone", f"http://127.0.0.1:{server.server_port}/", tmp_path / "gone.pid",
                             tmp_path / "gone.log")
+    # one that said why: its error is in the line (not what a web server adds after it), its log named
+    crash = ("import traceback\ntry:\n    raise OSError(98, 'Address already in use')\nexcept OSError:\n"
+             "    traceback.print_exc()\nprint('ERROR:    Application startup failed. Exiting.')")
+    processes.start("crashed", [sys.executable, "-c", crash], tmp_path, tmp_path)
+    with pytest.raises(processes.ServerFailed, match=rf"^the crashed server exited: OSError: \[Errno 98\] Address "
+                                                     rf"already in use; see {tmp_path}/crashed.log$"):
+        processes.wait_http("crashed", f"http://127.0.0.1:{server.server_port}/", tmp_path / "crashed.pid",
+                            tmp_path / "crashed.log")
 
 
 def test_a_pid_file_of_another_boot_is_not_taken_for_the_process_with_that_pid_and_start_time(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import mlflow.models
 import mlflow.pyfunc
 import numpy as np
+import pandas as pd
 
 IMAGE, PIXELS = "image", "pixels"  # the input's columns
 OUTPUTS = ("class", "score", "probabilities", "error")  # the output's columns
@@ -69,7 +70,6 @@ class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defi
 
     def _tensor_answer(self, model_input: Any) -> Any:
         """A tensor model's answer: a regressor's predictions [N, k], a classifier's rows."""
-        import pandas as pd
         import tensorflow as tf
         if isinstance(model_input, dict):
             model_input = model_input.get("x", model_input)
@@ -80,9 +80,10 @@ class SavedModelClassifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defi
         scores = answer["probabilities"].numpy()
         return pd.DataFrame(answer_columns(scores, [""] * len(scores), self._names))
 
-    def predict(self, context, model_input, params=None):  # untyped: MLflow reads predict's hints as a schema
+    # model_input's hint is the one MLflow reads no schema from (a tensor model's input is an array: the logged
+    # signature says which); without one, MLflow warns at every load of this file
+    def predict(self, context, model_input: pd.DataFrame, params=None):
         """One row per image: its class name and score, every class's probability by name, its error."""
-        import pandas as pd
         import tensorflow as tf
         if self._input == "x":
             return self._tensor_answer(model_input)

@@ -214,3 +214,10 @@ def test_the_run_ends_with_where_the_time_went(pipeline_run: PipelineRun) -> Non
                                            "open-run", "train", "evaluate", "export", "register", "publish"], last
     assert re.search(r"train [\d.]+ \(launch to first rank [\d.]+, to first epoch -?[\d.]+, after last epoch [\d.]+\)",
                      last), last
+
+
+def test_the_run_prints_no_python_warning(pipeline_run: PipelineRun) -> None:
+    """What the run prints is ringflow's and its steps' lines: no library's Python warning (`file.py:N: ...Warning:`)
+    among them."""
+    printed = pipeline_run.output + pipeline_run.logged
+    assert not re.findall(r"^\S+\.py:\d+: \w*Warning: .*$", printed, re.M)

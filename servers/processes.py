@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable, Mapping
+
+from tasks.errors import ERROR_LINE
 
 ENVIRONMENT = Path(sys.prefix)  # the Python environment ringflow runs in: a checkout's .venv, or where it is installed
 BIN = Path(sys.executable).parent  # its programs (prefect, mlflow, python)
@@ -41,9 +42,6 @@ def open_file(path: Path, flags: int, mode: int = 0o600) -> int:
         if os.path.islink(path):
             raise refused(path, error) from None
         raise
-
-
-ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b")  # a traceback's last line, a logged exception's
 
 
 def why_ended(log: Path) -> str:

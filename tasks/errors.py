@@ -6,9 +6,12 @@ resume), as a launch failure says whether it may pass next time through `retryab
 """
 from __future__ import annotations
 
+import re
 import sys
 
 BAD_INPUT_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
+# a process's line that names an error: a traceback's last line, a logged exception, a SystemExit
+ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
 INTERRUPTED = "interrupted (Ctrl-C): the run stopped; its checkpoints are kept and --resume continues it"
 
 

@@ -10,6 +10,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.errors import ERROR_LINE
 from tasks.launch.remote.addresses import is_local
 from tasks.launch.remote.command import SSH_FAILED
 from tasks.launch.slurm.states import end_message, parse_ended, parse_requeued
@@ -23,7 +24,6 @@ EXIT_LINE = re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>-?
 NOISE_LINE = re.compile(r"(<std(err|out)>:)?\s*([IWE]\d{4} \d\d:\d\d:\d\d|[IWE]0000 |WARNING: All log messages before"
                         r"|To enable the following instructions|.*Callback method `on_train_batch_end` is slow"
                         r"|(INFO|WARNING|DEBUG):(absl|tensorflow):)")
-ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit)\b.*|^\s*\w+Error:")
 # TensorFlow's error from a graph (a tf.function, Keras's training step): its heading says only "Graph execution
 # error:", then the stack where the failing node was defined (two lines a frame: longer than a tail), then the cause,
 # then the node; the cause is the line before the node, passing over the afterword some errors add
